@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Probe of one node: prints `### <section>` blocks that infra/facts.ts parses.
+# Inputs (assigned before this script): IMAGE, MODEL_PATH.
+# Read-only: it changes nothing on the host. A missing tool leaves its section empty; the checks
+# that need the fact then fail with the node named (preflight in infra/facts.ts).
+set -euo pipefail
+
+section() { printf '### %s\n' "$1"; }
+
+section hostname
+hostname
+
+section nvidia-smi-query
+nvidia-smi --query-gpu=index,name,memory.total --format=csv,noheader,nounits 2>/dev/null || true
+
+section nvidia-smi
+nvidia-smi 2>/dev/null | head -n 12 || true
+
+section meminfo
+grep -E '^(MemTotal|MemAvailable):' /proc/meminfo || true
+
+section ip-addr
+ip -4 addr show 2>/dev/null || true
+
+section ibdev2netdev
+ibdev2netdev 2>/dev/null || true
+
+section docker
+docker version --format '{{.Server.Version}}' 2>/dev/null || true
+
+section image
+docker image inspect --format '{{.Id}}' "$IMAGE" 2>/dev/null || true
+
+section model
+if [ -d "$MODEL_PATH" ]; then
+  echo "exists yes"
+  if [ -f "$MODEL_PATH/config.json" ]; then
+    echo "config-sha256 $(sha256sum "$MODEL_PATH/config.json" | cut -d' ' -f1)"
+  fi
+  find "$MODEL_PATH" -maxdepth 1 -type f -printf '%s %f\n' | sort -k2
+else
+  echo "exists no"
+fi

@@ -1,0 +1,64 @@
+/**
+ * Building the text that runs on a node. Node-side logic lives in real .sh files (./scripts); the
+ * TypeScript only prepends quoted variable assignments to them, so no value is ever spliced into
+ * shell syntax: a model name like `x'; touch /tmp/pwned; '` stays one harmless string.
+ */
+import * as fs from "fs";
+import * as path from "path";
+
+/** Quotes `value` for POSIX shells: the result always reads back as exactly `value`. */
+export function shQuote(value: string): string {
+    if (value.includes("\0")) {
+        throw new Error("a value with a NUL byte cannot be passed to a shell");
+    }
+    return `'${value.replace(/'/g, `'\\''`)}'`;
+}
+
+/** A shell variable name we may assign. */
+const VARIABLE = /^[A-Z_][A-Z0-9_]*$/;
+
+/** Values handed to a script: strings, numbers, booleans, or lists of strings (bash arrays). */
+export type ScriptValue = string | number | boolean | readonly string[];
+
+/** Renders `NAME='value'` lines (and `NAME=('a' 'b')` arrays) in a stable order. */
+export function renderAssignments(vars: Readonly<Record<string, ScriptValue>>): string {
+    return Object.keys(vars)
+        .sort()
+        .map((name) => {
+            if (!VARIABLE.test(name)) {
+                throw new Error(`not a shell variable name: ${JSON.stringify(name)}`);
+            }
+            const value = vars[name];
+            if (Array.isArray(value)) {
+                return `${name}=(${value.map((item) => shQuote(item)).join(" ")})`;
+            }
+            return `${name}=${shQuote(String(value))}`;
+        })
+        .join("\n");
+}
+
+const SCRIPTS_DIR = path.join(__dirname, "scripts");
+const scriptCache = new Map<string, string>();
+
+/** The text of components/scripts/<name>.sh. */
+export function readScript(name: string): string {
+    let text = scriptCache.get(name);
+    if (text === undefined) {
+        text = fs.readFileSync(path.join(SCRIPTS_DIR, `${name}.sh`), "utf8");
+        scriptCache.set(name, text);
+    }
+    return text;
+}
+
+/**
+ * A complete bash program: strict mode, the quoted inputs, then the script body (its shebang and
+ * its own `set` line are kept; they are harmless after ours).
+ */
+export function scriptProgram(name: string, vars: Readonly<Record<string, ScriptValue>> = {}): string {
+    return ["set -euo pipefail", renderAssignments(vars), readScript(name)].filter((part) => part !== "").join("\n");
+}
+
+/** The command line that runs `program` on the remote login shell: `bash -c '<program>'`. */
+export function bashCommand(program: string): string {
+    return `bash -c ${shQuote(program)}`;
+}

@@ -1,0 +1,9 @@
+import { defineConfig } from "vitest/config";
+
+export default defineConfig({
+    test: {
+        include: ["test/unit/**/*.test.ts"],
+        root: ".",
+        testTimeout: 20_000,
+    },
+});
