@@ -51,11 +51,12 @@ export function readScript(name: string): string {
 }
 
 /**
- * A complete bash program: strict mode, the quoted inputs, then the script body (its shebang and
- * its own `set` line are kept; they are harmless after ours).
+ * A complete bash program: strict mode, the quoted inputs, then the bodies of the named scripts in
+ * order (their shebangs and `set` lines are kept; they are harmless after ours).
  */
-export function scriptProgram(name: string, vars: Readonly<Record<string, ScriptValue>> = {}): string {
-    return ["set -euo pipefail", renderAssignments(vars), readScript(name)].filter((part) => part !== "").join("\n");
+export function scriptProgram(names: string | readonly string[], vars: Readonly<Record<string, ScriptValue>> = {}): string {
+    const bodies = (typeof names === "string" ? [names] : names).map((name) => readScript(name));
+    return ["set -euo pipefail", renderAssignments(vars), ...bodies].filter((part) => part !== "").join("\n");
 }
 
 /** The command line that runs `program` on the remote login shell: `bash -c '<program>'`. */

@@ -7,24 +7,12 @@
  * test/toolchain/pins.env). The e2e tests, the demo and the benchmark all go through here; on a
  * machine with a regular Pulumi install, `pulumi up -s <stack>` runs the same program.
  */
-import * as fs from "fs";
-import * as path from "path";
 import { ConfigMap, LocalWorkspace, Stack } from "@pulumi/pulumi/automation";
 import { fleetProgram } from "./program";
+import { findProjectRoot } from "./project";
 
-/** The project root: the nearest directory above this file holding Pulumi.yaml (also from bin/). */
+/** The project root (Pulumi.yaml lives there). */
 export const REPO_ROOT = findProjectRoot(__dirname);
-
-function findProjectRoot(start: string): string {
-    for (let dir = start; ; dir = path.dirname(dir)) {
-        if (fs.existsSync(path.join(dir, "Pulumi.yaml"))) {
-            return dir;
-        }
-        if (path.dirname(dir) === dir) {
-            throw new Error(`no Pulumi.yaml above ${start}`);
-        }
-    }
-}
 
 export interface OpenStackOptions {
     /**

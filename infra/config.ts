@@ -18,6 +18,7 @@ export const CONFIG_KEYS = [
     "fabric",
     "image",
     "containerDriver",
+    "commandRunner",
     "model",
     "parallelism",
     "vllm",
@@ -127,6 +128,8 @@ const sshSchema = z
     .strictObject({
         user: z.string().regex(POSIX_USER, "a POSIX user name").optional(),
         port: z.number().int().min(1).max(65535).default(22),
+        /** A private key file on the machine running Pulumi (relative paths: from the project). */
+        privateKeyPath: z.string().regex(/^[^\0\n\r]+$/, "a path to a private key file").optional(),
     })
     .default({ port: 22 });
 
@@ -194,6 +197,7 @@ const rawSchema = z.strictObject({
     fabric: fabricSchema,
     image: imageSchema,
     containerDriver: z.enum(["docker", "ssh"]).default("docker"),
+    commandRunner: z.enum(["pulumi-command", "builtin"]).default("pulumi-command"),
     model: modelSchema,
     parallelism: parallelismSchema,
     vllm: vllmSchema,
@@ -213,9 +217,13 @@ export interface FleetNode {
 /** The validated, defaulted configuration of a stack. Secrets are not part of it. */
 export interface FleetConfig {
     readonly nodes: readonly FleetNode[];
+    /** A private key file to read when the secret vllm-fleet:sshPrivateKey is not set. */
+    readonly sshPrivateKeyPath?: string;
     readonly fabric: { readonly subnet: string };
     readonly image: { readonly name: string };
     readonly containerDriver: "docker" | "ssh";
+    /** How commands reach the hosts: @pulumi/command, or vllm-fleet's own SSH resource. */
+    readonly commandRunner: "pulumi-command" | "builtin";
     readonly model: { readonly path: string; readonly servedName: string };
     readonly parallelism: { readonly tensor: number; readonly pipeline: number };
     readonly vllm: {
@@ -371,9 +379,11 @@ export function parseFleetConfig(raw: Partial<Record<ConfigKey, unknown>>): Flee
     }
     return {
         nodes,
+        sshPrivateKeyPath: parsed.ssh.privateKeyPath,
         fabric: parsed.fabric,
         image: parsed.image,
         containerDriver: parsed.containerDriver,
+        commandRunner: parsed.commandRunner,
         model: parsed.model,
         parallelism,
         vllm: parsed.vllm,

@@ -4,8 +4,14 @@
  * Used both by the Pulumi CLI (`main: infra/index.ts`) and by the Automation API driver
  * (infra/automation.ts) as an inline program, so both paths run exactly the same code.
  */
+import * as fs from "fs";
+import * as path from "path";
 import * as pulumi from "@pulumi/pulumi";
-import { CONFIG_KEYS, CONFIG_NAMESPACE, ConfigKey, FleetConfig, parseFleetConfig } from "./config";
+import { RayCluster } from "../components/rayCluster";
+import { SparkNode } from "../components/sparkNode";
+import { VllmService } from "../components/vllmService";
+import { CONFIG_KEYS, CONFIG_NAMESPACE, ConfigError, ConfigKey, FleetConfig, parseFleetConfig } from "./config";
+import { findProjectRoot } from "./project";
 
 /** Reads the raw `vllm-fleet:*` values of the current stack. */
 export function readRawConfig(config = new pulumi.Config(CONFIG_NAMESPACE)): Partial<Record<ConfigKey, unknown>> {
@@ -25,13 +31,54 @@ export function readRawConfig(config = new pulumi.Config(CONFIG_NAMESPACE)): Par
     return raw;
 }
 
+/**
+ * The SSH private key: the secret `vllm-fleet:sshPrivateKey`, else the file named by
+ * `vllm-fleet:ssh.privateKeyPath` (read here, kept secret). Checked before any resource exists.
+ */
+export function resolvePrivateKey(
+    config: FleetConfig,
+    secret: pulumi.Output<string> | undefined,
+    projectRoot: string,
+): { privateKey: pulumi.Output<string>; privateKeyPath?: string } {
+    if (secret !== undefined) {
+        return { privateKey: secret, privateKeyPath: config.sshPrivateKeyPath };
+    }
+    if (config.sshPrivateKeyPath === undefined) {
+        throw new ConfigError([
+            {
+                key: `${CONFIG_NAMESPACE}:sshPrivateKey`,
+                value: undefined,
+                expected: "the SSH private key as a secret (pulumi config set --secret sshPrivateKey < key), or vllm-fleet:ssh.privateKeyPath",
+            },
+        ]);
+    }
+    const keyPath = path.resolve(projectRoot, config.sshPrivateKeyPath.replace(/^~(?=\/)/, process.env.HOME ?? "~"));
+    let text: string;
+    try {
+        text = fs.readFileSync(keyPath, "utf8");
+    } catch (error) {
+        throw new ConfigError([
+            {
+                key: `${CONFIG_NAMESPACE}:ssh.privateKeyPath`,
+                value: config.sshPrivateKeyPath,
+                expected: `a readable private key file (${(error as Error).message})`,
+            },
+        ]);
+    }
+    return { privateKey: pulumi.secret(text), privateKeyPath: keyPath };
+}
+
 /** The outputs of a stack. */
 export interface FleetOutputs {
+    readonly endpoint: pulumi.Output<string>;
+    readonly model: pulumi.Output<string>;
     readonly nodes: string[];
+    readonly fabricIps: pulumi.Output<Record<string, string>>;
+    readonly rayHead: pulumi.Output<string>;
+    readonly rayStatus: pulumi.Output<string>;
+    readonly completion: pulumi.Output<string>;
     readonly tensorParallel: number;
     readonly pipelineParallel: number;
-    readonly containerDriver: string;
-    readonly model: string;
 }
 
 /**
@@ -39,12 +86,38 @@ export interface FleetOutputs {
  * `pulumi preview` with a message naming each bad key, and nothing runs on any host.
  */
 export async function fleetProgram(): Promise<FleetOutputs> {
-    const config: FleetConfig = parseFleetConfig(readRawConfig());
+    const pulumiConfig = new pulumi.Config(CONFIG_NAMESPACE);
+    const config: FleetConfig = parseFleetConfig(readRawConfig(pulumiConfig));
+    const { privateKey, privateKeyPath } = resolvePrivateKey(config, pulumiConfig.getSecret("sshPrivateKey"), findProjectRoot());
+    const apiKey = pulumiConfig.getSecret("vllmApiKey");
+    const stack = pulumi.getStack();
+
+    const nodes = config.nodes.map(
+        (node) =>
+            new SparkNode(node.name, {
+                node,
+                privateKey,
+                privateKeyPath,
+                connectTimeoutSeconds: config.timeouts.sshConnectSeconds,
+                runner: config.commandRunner,
+                containerDriver: config.containerDriver,
+                image: config.image.name,
+                modelPath: config.model.path,
+                fabricSubnet: config.fabric.subnet,
+            }),
+    );
+    const ray = new RayCluster("ray", { config, stack, nodes });
+    const vllm = new VllmService("vllm", { config, head: nodes[0], ray, apiKey });
+
     return {
+        endpoint: vllm.endpoint,
+        model: vllm.modelId,
         nodes: config.nodes.map((node) => node.name),
+        fabricIps: ray.nodeIps,
+        rayHead: ray.headAddress,
+        rayStatus: ray.status,
+        completion: vllm.completion,
         tensorParallel: config.parallelism.tensor,
         pipelineParallel: config.parallelism.pipeline,
-        containerDriver: config.containerDriver,
-        model: config.model.servedName,
     };
 }

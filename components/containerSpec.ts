@@ -1,0 +1,246 @@
+/**
+ * One description of a container, two realizations: `docker run` arguments for the `ssh` driver and
+ * the inputs of an `@pulumi/docker` Container for the `docker` driver. Both are derived from the same
+ * {@link ContainerSpec}, and each can be read back into one, which is how the tests prove that the two
+ * drivers express the same container.
+ */
+
+/** A bind mount. */
+export interface Mount {
+    readonly source: string;
+    readonly target: string;
+    readonly readOnly: boolean;
+}
+
+/** A resource limit (`--ulimit name=soft:hard`). */
+export interface Ulimit {
+    readonly name: string;
+    readonly soft: number;
+    readonly hard: number;
+}
+
+/** The single source of truth for a container vllm-fleet runs. */
+export interface ContainerSpec {
+    readonly name: string;
+    readonly image: string;
+    /** The entrypoint; `[]` clears the image's own (the seeds' `--entrypoint=`), undefined keeps it. */
+    readonly entrypoint?: readonly string[];
+    readonly command: readonly string[];
+    readonly env: Readonly<Record<string, string>>;
+    readonly mounts: readonly Mount[];
+    readonly networkHost: boolean;
+    readonly ipcHost: boolean;
+    readonly shmSizeBytes?: number;
+    readonly ulimits: readonly Ulimit[];
+    /** `all` requests every GPU (`--gpus all`). */
+    readonly gpus?: "all";
+    readonly restart: "no" | "on-failure" | "unless-stopped" | "always";
+    readonly labels: Readonly<Record<string, string>>;
+}
+
+function sortedEntries(record: Readonly<Record<string, string>>): [string, string][] {
+    return Object.keys(record)
+        .sort()
+        .map((key) => [key, record[key]]);
+}
+
+/** `docker run` arguments (after `docker`) that create the container detached. */
+export function toDockerRunArgs(spec: ContainerSpec): string[] {
+    const args = ["run", "--detach", "--name", spec.name];
+    if (spec.networkHost) {
+        args.push("--network", "host");
+    }
+    if (spec.ipcHost) {
+        args.push("--ipc", "host");
+    }
+    if (spec.shmSizeBytes !== undefined) {
+        args.push("--shm-size", `${spec.shmSizeBytes}b`);
+    }
+    if (spec.gpus) {
+        args.push("--gpus", spec.gpus);
+    }
+    for (const ulimit of spec.ulimits) {
+        args.push("--ulimit", `${ulimit.name}=${ulimit.soft}:${ulimit.hard}`);
+    }
+    for (const mount of spec.mounts) {
+        args.push("--volume", `${mount.source}:${mount.target}${mount.readOnly ? ":ro" : ""}`);
+    }
+    for (const [key, value] of sortedEntries(spec.env)) {
+        args.push("--env", `${key}=${value}`);
+    }
+    for (const [key, value] of sortedEntries(spec.labels)) {
+        args.push("--label", `${key}=${value}`);
+    }
+    args.push("--restart", spec.restart);
+    if (spec.entrypoint !== undefined) {
+        // `--entrypoint` takes one word; the rest of a longer entrypoint goes before the command.
+        args.push(`--entrypoint=${spec.entrypoint[0] ?? ""}`);
+    }
+    args.push(spec.image, ...(spec.entrypoint?.slice(1) ?? []), ...spec.command);
+    return args;
+}
+
+const SIZE_SUFFIX: Record<string, number> = { b: 1, k: 1024, m: 1024 ** 2, g: 1024 ** 3 };
+
+/** Parses a docker size (`10g`, `512m`, `1024b`, `1024`) into bytes. */
+export function parseDockerSize(text: string): number {
+    const match = /^([0-9]+(?:\.[0-9]+)?)([bkmg]?)$/i.exec(text.trim());
+    if (!match) {
+        throw new Error(`not a docker size: ${JSON.stringify(text)}`);
+    }
+    return Math.round(Number(match[1]) * SIZE_SUFFIX[(match[2] || "b").toLowerCase()]);
+}
+
+/** Reads `docker run` arguments back into a spec (the inverse of {@link toDockerRunArgs}). */
+export function specFromDockerRunArgs(args: readonly string[]): ContainerSpec {
+    if (args[0] !== "run") {
+        throw new Error("not a docker run command");
+    }
+    const env: Record<string, string> = {};
+    const labels: Record<string, string> = {};
+    const mounts: Mount[] = [];
+    const ulimits: Ulimit[] = [];
+    let name = "";
+    let networkHost = false;
+    let ipcHost = false;
+    let shmSizeBytes: number | undefined;
+    let gpus: "all" | undefined;
+    let restart: ContainerSpec["restart"] = "no";
+    let entrypointHead: string | undefined;
+    let index = 1;
+    const value = () => {
+        index += 1;
+        return args[index];
+    };
+    for (; index < args.length && args[index].startsWith("-"); index++) {
+        const arg = args[index];
+        if (arg.startsWith("--entrypoint=")) {
+            entrypointHead = arg.slice("--entrypoint=".length);
+            continue;
+        }
+        switch (arg) {
+            case "--detach":
+                break;
+            case "--name":
+                name = value();
+                break;
+            case "--network":
+                networkHost = value() === "host";
+                break;
+            case "--ipc":
+                ipcHost = value() === "host";
+                break;
+            case "--shm-size":
+                shmSizeBytes = parseDockerSize(value());
+                break;
+            case "--gpus":
+                gpus = value() === "all" ? "all" : undefined;
+                break;
+            case "--ulimit": {
+                const [ulimitName, limits] = value().split("=");
+                const [soft, hard] = limits.split(":").map(Number);
+                ulimits.push({ name: ulimitName, soft, hard: hard ?? soft });
+                break;
+            }
+            case "--volume": {
+                const [source, target, mode] = value().split(":");
+                mounts.push({ source, target, readOnly: mode === "ro" });
+                break;
+            }
+            case "--env": {
+                const pair = value();
+                env[pair.slice(0, pair.indexOf("="))] = pair.slice(pair.indexOf("=") + 1);
+                break;
+            }
+            case "--label": {
+                const pair = value();
+                labels[pair.slice(0, pair.indexOf("="))] = pair.slice(pair.indexOf("=") + 1);
+                break;
+            }
+            case "--restart":
+                restart = value() as ContainerSpec["restart"];
+                break;
+            default:
+                throw new Error(`unexpected docker run flag ${arg}`);
+        }
+    }
+    const image = args[index];
+    const rest = args.slice(index + 1);
+    // The words of a multi-word entrypoint cannot be told from the command here; the specs this
+    // project writes have entrypoints of at most one word.
+    const entrypoint = entrypointHead === undefined ? undefined : entrypointHead === "" ? [] : [entrypointHead];
+    return { name, image, entrypoint, command: rest, env, mounts, networkHost, ipcHost, shmSizeBytes, ulimits, gpus, restart, labels };
+}
+
+/**
+ * The inputs of an `@pulumi/docker` Container for this spec (plain values; the `docker` driver adds
+ * the per-node provider). Field names are those of docker.ContainerArgs.
+ */
+export interface DockerContainerInputs {
+    readonly name: string;
+    readonly image: string;
+    readonly entrypoints?: string[];
+    readonly command: string[];
+    readonly envs: string[];
+    readonly volumes: { hostPath: string; containerPath: string; readOnly: boolean }[];
+    readonly networkMode?: string;
+    readonly ipcMode?: string;
+    readonly shmSize?: number;
+    readonly ulimits: { name: string; soft: number; hard: number }[];
+    readonly gpus?: string;
+    readonly restart: string;
+    readonly labels: { label: string; value: string }[];
+    readonly mustRun: boolean;
+    readonly wait: boolean;
+}
+
+/** `docker.Container` inputs for the spec (the inverse is {@link specFromDockerContainerInputs}). */
+export function toDockerContainerInputs(spec: ContainerSpec): DockerContainerInputs {
+    return {
+        name: spec.name,
+        image: spec.image,
+        // The provider clears the entrypoint with [""], as `docker run --entrypoint=` does.
+        entrypoints: spec.entrypoint === undefined ? undefined : spec.entrypoint.length === 0 ? [""] : [...spec.entrypoint],
+        command: [...spec.command],
+        envs: sortedEntries(spec.env).map(([key, value]) => `${key}=${value}`),
+        volumes: spec.mounts.map((mount) => ({ hostPath: mount.source, containerPath: mount.target, readOnly: mount.readOnly })),
+        networkMode: spec.networkHost ? "host" : undefined,
+        ipcMode: spec.ipcHost ? "host" : undefined,
+        // docker.Container takes shmSize in MB.
+        shmSize: spec.shmSizeBytes === undefined ? undefined : spec.shmSizeBytes / 1024 ** 2,
+        ulimits: spec.ulimits.map((ulimit) => ({ ...ulimit })),
+        gpus: spec.gpus,
+        restart: spec.restart,
+        labels: sortedEntries(spec.labels).map(([label, value]) => ({ label, value })),
+        mustRun: true,
+        wait: false,
+    };
+}
+
+/** Reads `docker.Container` inputs back into a spec. */
+export function specFromDockerContainerInputs(inputs: DockerContainerInputs): ContainerSpec {
+    const env: Record<string, string> = {};
+    for (const pair of inputs.envs) {
+        env[pair.slice(0, pair.indexOf("="))] = pair.slice(pair.indexOf("=") + 1);
+    }
+    const labels: Record<string, string> = {};
+    for (const { label, value } of inputs.labels) {
+        labels[label] = value;
+    }
+    return {
+        name: inputs.name,
+        image: inputs.image,
+        entrypoint:
+            inputs.entrypoints === undefined ? undefined : inputs.entrypoints.length === 1 && inputs.entrypoints[0] === "" ? [] : inputs.entrypoints,
+        command: inputs.command,
+        env,
+        mounts: inputs.volumes.map((volume) => ({ source: volume.hostPath, target: volume.containerPath, readOnly: volume.readOnly })),
+        networkHost: inputs.networkMode === "host",
+        ipcHost: inputs.ipcMode === "host",
+        shmSizeBytes: inputs.shmSize === undefined ? undefined : Math.round(inputs.shmSize * 1024 ** 2),
+        ulimits: inputs.ulimits,
+        gpus: inputs.gpus === "all" ? "all" : undefined,
+        restart: inputs.restart as ContainerSpec["restart"],
+        labels,
+    };
+}

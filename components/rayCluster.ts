@@ -1,0 +1,123 @@
+import * as pulumi from "@pulumi/pulumi";
+import { FleetConfig } from "../infra/config";
+import { findFabric, preflight } from "../infra/facts";
+import { PlannedNode, RAY_CONTAINER, gpusNeeded, rayContainerSpec } from "../infra/plan";
+import { realizeContainer } from "./container";
+import { hostCommand } from "./hostCommand";
+import { SparkNode } from "./sparkNode";
+import { bashCommand, scriptProgram } from "./shell";
+
+export interface RayClusterArgs {
+    readonly config: FleetConfig;
+    /** The stack name, put on every container as a label. */
+    readonly stack: string;
+    /** The nodes; the first one is the head. */
+    readonly nodes: readonly SparkNode[];
+}
+
+/**
+ * A Ray cluster across the nodes: a head container on node 0 and a worker container on each other
+ * node, built from one ContainerSpec each, every one pinned to its node's fabric address. Ready only
+ * when Ray itself reports every node under its fabric address and every GPU.
+ */
+export class RayCluster extends pulumi.ComponentResource {
+    /** `fabric-ip:port` of the head. */
+    public readonly headAddress: pulumi.Output<string>;
+    /** Fabric address of each node, by node name. */
+    public readonly nodeIps: pulumi.Output<Record<string, string>>;
+    /** What the readiness gate saw (`ray-node <ip> <gpus>` lines and `ray status`). */
+    public readonly status: pulumi.Output<string>;
+    /** Changes whenever the cluster is rebuilt: what runs on it restarts then. */
+    public readonly revision: pulumi.Output<string>;
+
+    constructor(name: string, args: RayClusterArgs, opts?: pulumi.ComponentResourceOptions) {
+        super("vllm-fleet:ray:RayCluster", name, {}, opts);
+        const { config, nodes } = args;
+        if (nodes.length === 0) {
+            throw new Error("a Ray cluster needs at least one node");
+        }
+
+        // Preflight across every node before any container starts.
+        const planned: pulumi.Output<PlannedNode[]> = pulumi.all(nodes.map((node) => node.facts)).apply((factsList) => {
+            preflight(
+                factsList.map((facts, index) => ({ name: nodes[index].nodeName, facts })),
+                { image: config.image.name, modelPath: config.model.path, gpusNeeded: gpusNeeded(config) },
+            );
+            return factsList.map((facts, index) => ({
+                name: nodes[index].nodeName,
+                fabric: findFabric(nodes[index].nodeName, facts, config.fabric.subnet),
+                gpus: facts.gpus.length,
+            }));
+        });
+        const headIp = planned.apply((list) => list[0].fabric.ip);
+        this.headAddress = pulumi.interpolate`${headIp}:${config.ray.port}`;
+        this.nodeIps = planned.apply((list) => Object.fromEntries(list.map((node) => [node.name, node.fabric.ip])));
+
+        const joined: pulumi.Resource[] = [];
+        const revisions: pulumi.Output<string>[] = [];
+        let headJoined: pulumi.Resource | undefined;
+        nodes.forEach((node, index) => {
+            const role = index === 0 ? "head" : "worker";
+            const spec = planned.apply((list) => rayContainerSpec(config, args.stack, list, index));
+            const container = realizeContainer(
+                config.containerDriver,
+                config.commandRunner,
+                `${name}-${node.nodeName}-ray-${role}`,
+                node,
+                spec,
+                // Workers join a head that already answers.
+                { parent: this, dependsOn: headJoined ? [headJoined] : [] },
+            );
+            const join = hostCommand(
+                config.commandRunner,
+                `${name}-${node.nodeName}-ray-joined`,
+                {
+                    connection: node.connection,
+                    create: pulumi
+                        .all([planned, this.headAddress])
+                        .apply(([list, address]) =>
+                            bashCommand(
+                                scriptProgram("ray-wait-node", {
+                                    CONTAINER: RAY_CONTAINER,
+                                    NODE_IP: list[index].fabric.ip,
+                                    ADDRESS: address,
+                                    TIMEOUT: config.timeouts.rayReadySeconds,
+                                }),
+                            ),
+                        ),
+                    triggers: [container.revision],
+                },
+                { parent: this, dependsOn: [container.resource] },
+            );
+            if (index === 0) {
+                headJoined = join.resource;
+            }
+            joined.push(join.resource);
+            revisions.push(container.revision);
+        });
+
+        const gate = hostCommand(
+            config.commandRunner,
+            `${name}-ready`,
+            {
+                connection: nodes[0].connection,
+                create: pulumi.all([planned, this.headAddress]).apply(([list, address]) =>
+                    bashCommand(
+                        scriptProgram("ray-ready", {
+                            CONTAINER: RAY_CONTAINER,
+                            ADDRESS: address,
+                            EXPECTED_IPS: list.map((node) => node.fabric.ip),
+                            EXPECTED_GPUS: gpusNeeded(config),
+                            TIMEOUT: config.timeouts.rayReadySeconds,
+                        }),
+                    ),
+                ),
+                triggers: revisions,
+            },
+            { parent: this, dependsOn: joined },
+        );
+        this.status = gate.stdout;
+        this.revision = pulumi.all(revisions).apply((all) => all.join(","));
+        this.registerOutputs({ headAddress: this.headAddress, nodeIps: this.nodeIps, status: this.status });
+    }
+}

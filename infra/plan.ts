@@ -1,0 +1,136 @@
+/**
+ * Planning, pure: from the validated config and the facts of each node, everything the components
+ * put on the hosts: per-node network pins, the Ray containers, the `vllm serve` command line.
+ * No Pulumi here, so it is tested directly, table-driven.
+ */
+import * as path from "path";
+import { ContainerSpec } from "../components/containerSpec";
+import { FleetConfig } from "./config";
+import { FabricFacts } from "./facts";
+
+/** Where the model directory is mounted inside the containers (read-only). */
+export function containerModelPath(config: FleetConfig): string {
+    return `/models/${path.posix.basename(config.model.path)}`;
+}
+
+/** Labels on everything vllm-fleet starts, so it can be found (and proven gone) later. */
+export function fleetLabels(stack: string, role: string): Record<string, string> {
+    return { "vllm-fleet.stack": stack, "vllm-fleet.role": role };
+}
+
+/**
+ * The network pins of one node: Ray, vLLM, NCCL, Gloo, TensorPipe and UCX all use the fabric
+ * interface and its address, never whatever the default route happens to be.
+ */
+export function networkEnv(fabric: FabricFacts): Record<string, string> {
+    const env: Record<string, string> = {
+        VLLM_HOST_IP: fabric.ip,
+        RAY_NODE_IP_ADDRESS: fabric.ip,
+        RAY_OVERRIDE_NODE_IP_ADDRESS: fabric.ip,
+        NCCL_SOCKET_IFNAME: fabric.interface,
+        GLOO_SOCKET_IFNAME: fabric.interface,
+        TP_SOCKET_IFNAME: fabric.interface,
+        UCX_NET_DEVICES: fabric.interface,
+        // Ray's memory monitor kills workers while a large model loads into unified memory.
+        RAY_memory_monitor_refresh_ms: "0",
+        RAY_USAGE_STATS_ENABLED: "0",
+        VLLM_NO_USAGE_STATS: "1",
+    };
+    if (fabric.hcas.length > 0) {
+        env.NCCL_IB_HCA = fabric.hcas.join(",");
+    }
+    return env;
+}
+
+/** One node as the plan sees it. */
+export interface PlannedNode {
+    readonly name: string;
+    readonly fabric: FabricFacts;
+    readonly gpus: number;
+}
+
+/** The container that runs Ray (and, on the head, `vllm serve`) on every node. */
+export const RAY_CONTAINER = "vllm-fleet-ray";
+
+/** Shared memory for NCCL and the Ray object store, as vLLM's run_cluster.sh gives it. */
+const SHM_BYTES = Math.round(10.24 * 1024 ** 3);
+
+/** The Ray container of a node: head on node 0, workers on the others. */
+export function rayContainerSpec(config: FleetConfig, stack: string, nodes: readonly PlannedNode[], index: number): ContainerSpec {
+    const node = nodes[index];
+    const head = nodes[0];
+    const common = [
+        "--node-ip-address",
+        node.fabric.ip,
+        "--num-gpus",
+        String(node.gpus),
+        "--disable-usage-stats",
+    ];
+    const command =
+        index === 0
+            ? ["ray", "start", "--block", "--head", "--port", String(config.ray.port), "--include-dashboard=false", ...common]
+            : ["ray", "start", "--block", "--address", `${head.fabric.ip}:${config.ray.port}`, ...common];
+    return {
+        name: RAY_CONTAINER,
+        image: config.image.name,
+        // The image's own entrypoint may start a server of its own; Ray must be the only process.
+        entrypoint: [],
+        command,
+        env: networkEnv(node.fabric),
+        mounts: [{ source: config.model.path, target: containerModelPath(config), readOnly: true }],
+        networkHost: true,
+        ipcHost: true,
+        shmSizeBytes: SHM_BYTES,
+        ulimits: [
+            { name: "memlock", soft: -1, hard: -1 },
+            { name: "stack", soft: 67108864, hard: 67108864 },
+        ],
+        gpus: "all",
+        restart: "no",
+        labels: fleetLabels(stack, index === 0 ? "ray-head" : "ray-worker"),
+    };
+}
+
+/** The arguments of `vllm serve` for the Ray backend (the API key travels as VLLM_API_KEY). */
+export function vllmServeArgs(config: FleetConfig): string[] {
+    const args = [
+        "serve",
+        containerModelPath(config),
+        "--served-model-name",
+        config.model.servedName,
+        "--host",
+        "0.0.0.0",
+        "--port",
+        String(config.vllm.port),
+        "--tensor-parallel-size",
+        String(config.parallelism.tensor),
+        "--pipeline-parallel-size",
+        String(config.parallelism.pipeline),
+        "--distributed-executor-backend",
+        "ray",
+        "--gpu-memory-utilization",
+        String(config.vllm.gpuMemoryUtilization),
+    ];
+    if (config.vllm.maxModelLen !== undefined) {
+        args.push("--max-model-len", String(config.vllm.maxModelLen));
+    }
+    if (config.vllm.reasoningParser) {
+        args.push("--reasoning-parser", config.vllm.reasoningParser);
+    }
+    if (config.vllm.toolCallParser) {
+        args.push("--tool-call-parser", config.vllm.toolCallParser);
+    }
+    if (config.vllm.enableAutoToolChoice) {
+        args.push("--enable-auto-tool-choice");
+    }
+    if (config.vllm.trustRemoteCode) {
+        args.push("--trust-remote-code");
+    }
+    args.push(...config.vllm.extraArgs);
+    return args;
+}
+
+/** GPUs needed by the parallelism: TP × PP. */
+export function gpusNeeded(config: FleetConfig): number {
+    return config.parallelism.tensor * config.parallelism.pipeline;
+}

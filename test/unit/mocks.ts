@@ -1,0 +1,170 @@
+/**
+ * Runs the real program under Pulumi's mocks: no engine, no host. Probes answer with what a real
+ * DGX Spark prints (test/fixtures), each node with its own fabric address.
+ */
+import * as fs from "fs";
+import * as path from "path";
+import * as pulumi from "@pulumi/pulumi";
+import { vi } from "vitest";
+
+export interface RecordedResource {
+    readonly type: string;
+    readonly name: string;
+    readonly inputs: Record<string, any>;
+    readonly parent?: string;
+    readonly dependencies: string[];
+    readonly urn: string;
+}
+
+const fixture = (name: string) => fs.readFileSync(path.join(__dirname, "..", "fixtures", name), "utf8");
+
+/** What probe.sh prints on a simulated Spark with this fabric address. */
+export function sparkProbeOutput(fabricIp: string, mgmtIp: string, overrides: { imageId?: string; gpus?: number } = {}): string {
+    const gpuLines = Array.from({ length: overrides.gpus ?? 1 }, (_, index) => `${index}, NVIDIA GB10, [N/A], [N/A], [N/A]`);
+    return [
+        "### hostname",
+        "spark",
+        "### nvidia-smi-query",
+        ...gpuLines,
+        "### nvidia-smi",
+        fixture("nvidia-smi-gb10.txt"),
+        "### meminfo",
+        "MemTotal:       124571956 kB",
+        "MemAvailable:   119000000 kB",
+        "### ip-addr",
+        `2: eth0: <BROADCAST,MULTICAST,UP,LOWER_UP> mtu 1500\n    inet ${mgmtIp}/24 brd 10.1.230.255 scope global eth0`,
+        `3: enp1s0f1np1: <BROADCAST,MULTICAST,UP,LOWER_UP> mtu 1500\n    inet ${fabricIp}/24 scope global enp1s0f1np1`,
+        "### ibdev2netdev",
+        fixture("ibdev2netdev-spark.txt"),
+        "### docker",
+        "28.3.3",
+        "### image",
+        overrides.imageId ?? `sha256:${"a".repeat(64)}`,
+        "### model",
+        "exists yes\nconfig-sha256 abc\n1000 config.json\n5000 model.safetensors",
+        "",
+    ].join("\n");
+}
+
+export interface MockRun {
+    readonly resources: RecordedResource[];
+    readonly outputs: Record<string, unknown>;
+    byName(name: string): RecordedResource;
+}
+
+/** Resolves an Output (mocks resolve everything); rejects when the Output failed (e.g. preflight). */
+export function valueOf<T>(output: pulumi.Output<T> | T): Promise<T> {
+    // Output.promise() is the SDK's own accessor (internal, but what the SDK's tests use).
+    return (pulumi.output(output) as unknown as { promise(): Promise<T> }).promise();
+}
+
+/** The plain value of a possibly secret-wrapped mock input. */
+export function unsecret(value: any): any {
+    const SECRET_SIG = "4dabf18193072939515e22adb298388d";
+    return value && typeof value === "object" && SECRET_SIG in value ? value.value : value;
+}
+
+/**
+ * Runs infra/program.ts with `config` (keys without the `vllm-fleet:` prefix) and returns every
+ * registered resource. `probe` gives each node's probe output by node name.
+ */
+export async function runProgram(
+    config: Record<string, unknown>,
+    probe: (node: string) => string,
+    secrets: Record<string, string> = { sshPrivateKey: "-----BEGIN OPENSSH PRIVATE KEY-----\nmock\n-----END OPENSSH PRIVATE KEY-----" },
+): Promise<MockRun> {
+    const resources: RecordedResource[] = [];
+    const inputsByName = new Map<string, Record<string, any>>();
+    vi.resetModules();
+    const runtime = await import("@pulumi/pulumi/runtime");
+    await runtime.setMocks(
+        {
+            newResource(args: pulumi.runtime.MockResourceArgs) {
+                const name = args.name;
+                inputsByName.set(name, args.inputs);
+                let stdout = "";
+                const probeMatch = /^(.+)-probe$/.exec(name);
+                if (probeMatch) {
+                    stdout = probe(probeMatch[1]);
+                } else if (/-serve$/.test(name)) {
+                    stdout = 'started\ncompletion {"choices":[{"text":"ranks: 0@x"}]}';
+                } else {
+                    stdout = `container-id ${name}`;
+                }
+                return { id: `${name}-id`, state: { ...args.inputs, stdout, stderr: "" } };
+            },
+            call(args: pulumi.runtime.MockCallArgs) {
+                return args.inputs;
+            },
+        },
+        "vllm-fleet",
+        "unit",
+        false,
+    );
+    const allConfig: Record<string, string> = {};
+    for (const [key, value] of Object.entries(config)) {
+        allConfig[`vllm-fleet:${key}`] = typeof value === "string" ? value : JSON.stringify(value);
+    }
+    for (const [key, value] of Object.entries(secrets)) {
+        allConfig[`vllm-fleet:${key}`] = value;
+    }
+    runtime.setAllConfig(allConfig, Object.keys(secrets).map((key) => `vllm-fleet:${key}`));
+
+    // Record every registration with its parent and dependencies, as the engine would see them.
+    const monitor: any = (runtime as any).getMonitor();
+    const register = monitor.registerResource.bind(monitor);
+    monitor.registerResource = (req: any, callback: (err: any, response: any) => void) => {
+        register(req, (err: any, response: any) => {
+            if (!err) {
+                resources.push({
+                    type: req.getType(),
+                    name: req.getName(),
+                    inputs: {},
+                    parent: req.getParent() || undefined,
+                    dependencies: req.getDependenciesList(),
+                    urn: response.getUrn(),
+                });
+            }
+            callback(err, response);
+        });
+    };
+    const program = await import("../../infra/program");
+    // A failing apply (a preflight error) rejects every Output derived from it. The engine reports
+    // those once; here they would surface as unhandled rejections, so the run collects them while
+    // it lasts and rethrows the first one.
+    const previous = process.listeners("unhandledRejection");
+    process.removeAllListeners("unhandledRejection");
+    const rejections: unknown[] = [];
+    process.on("unhandledRejection", (reason) => rejections.push(reason));
+    const resolved: Record<string, unknown> = {};
+    try {
+        const outputs = await program.fleetProgram();
+        for (const [key, value] of Object.entries(outputs)) {
+            resolved[key] = await valueOf(value as pulumi.Output<unknown>);
+        }
+    } finally {
+        // Let pending registrations finish before handing rejections back to the test runner.
+        await new Promise((resolve) => setTimeout(resolve, 50));
+        process.removeAllListeners("unhandledRejection");
+        for (const listener of previous) {
+            process.on("unhandledRejection", listener);
+        }
+    }
+    if (rejections.length > 0) {
+        throw rejections[0];
+    }
+    for (const resource of resources) {
+        Object.assign(resource.inputs, inputsByName.get(resource.name) ?? {});
+    }
+    return {
+        resources,
+        outputs: resolved,
+        byName(name: string) {
+            const found = resources.find((resource) => resource.name === name);
+            if (!found) {
+                throw new Error(`no resource ${name}; have ${resources.map((resource) => resource.name).join(", ")}`);
+            }
+            return found;
+        },
+    };
+}

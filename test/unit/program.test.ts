@@ -1,0 +1,233 @@
+import { execFileSync } from "child_process";
+import * as fs from "fs";
+import * as os from "os";
+import * as path from "path";
+import { describe, expect, it } from "vitest";
+import { MockRun, RecordedResource, runProgram, sparkProbeOutput, unsecret } from "./mocks";
+
+const fabricIps: Record<string, string> = { spark1: "192.168.200.12", spark2: "192.168.200.13", spark3: "192.168.200.14" };
+const mgmtIps: Record<string, string> = { spark1: "10.1.230.180", spark2: "10.1.230.181", spark3: "10.1.230.182" };
+const probe = (node: string) => sparkProbeOutput(fabricIps[node], mgmtIps[node]);
+
+const duo = {
+    nodes: [
+        { name: "spark1", host: "10.1.230.180" },
+        { name: "spark2", host: "10.1.230.181" },
+    ],
+    ssh: { user: "aurora" },
+    fabric: { subnet: "192.168.200.0/24" },
+    image: { name: "hellohal2064/vllm-qwen3.5-gb10:latest" },
+    containerDriver: "ssh",
+    commandRunner: "builtin",
+    model: { path: "/home/aurora/models/Qwen3.5-122B-A10B-FP8" },
+    vllm: { port: 30000, maxModelLen: 32768, reasoningParser: "qwen3", toolCallParser: "qwen3_coder", enableAutoToolChoice: true, trustRemoteCode: true },
+};
+
+const COMMAND = "pulumi-nodejs:dynamic/remote:SshCommand";
+
+/** Runs a resource's create command in a sandbox whose `docker` records its arguments. */
+function runWithFakeDocker(commandLine: string): string[][] {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "fake-docker-"));
+    try {
+        const log = path.join(dir, "calls");
+        fs.writeFileSync(
+            path.join(dir, "docker"),
+            `#!/bin/bash\nprintf '%s\\0' "$@" >> ${JSON.stringify(log)}\nprintf '\\n' >> ${JSON.stringify(log)}\n` +
+                `case "$1" in inspect) echo true ;; esac\nexit 0\n`,
+            { mode: 0o755 },
+        );
+        fs.writeFileSync(path.join(dir, "sleep"), "#!/bin/sh\nexit 0\n", { mode: 0o755 });
+        execFileSync("sh", ["-c", commandLine], { cwd: dir, env: { ...process.env, PATH: `${dir}:${process.env.PATH}` }, encoding: "utf8" });
+        return fs
+            .readFileSync(log, "utf8")
+            .split("\0\n")
+            .filter((line) => line !== "")
+            .map((line) => line.split("\0"));
+    } finally {
+        fs.rmSync(dir, { recursive: true, force: true });
+    }
+}
+
+function dockerRunArgs(run: MockRun, name: string): string[] {
+    const calls = runWithFakeDocker(run.byName(name).inputs.create);
+    const call = calls.find((args) => args[0] === "run");
+    if (!call) {
+        throw new Error(`no docker run in ${name}`);
+    }
+    return call;
+}
+
+function envOf(args: string[]): Record<string, string> {
+    const env: Record<string, string> = {};
+    args.forEach((arg, index) => {
+        if (arg === "--env") {
+            const pair = args[index + 1];
+            env[pair.slice(0, pair.indexOf("="))] = pair.slice(pair.indexOf("=") + 1);
+        }
+    });
+    return env;
+}
+
+function parentName(run: MockRun, resource: RecordedResource): string | undefined {
+    return run.resources.find((candidate) => candidate.urn === resource.parent)?.name;
+}
+
+describe("the program's graph (mocks)", async () => {
+    const run = await runProgram(duo, probe);
+
+    it("has one SparkNode per host, a RayCluster and a VllmService", () => {
+        const components = run.resources.filter((resource) => resource.type.startsWith("vllm-fleet:")).map((r) => `${r.type} ${r.name}`);
+        expect(components.sort()).toEqual([
+            "vllm-fleet:node:SparkNode spark1",
+            "vllm-fleet:node:SparkNode spark2",
+            "vllm-fleet:ray:RayCluster ray",
+            "vllm-fleet:vllm:VllmService vllm",
+        ]);
+    });
+
+    it("parents every command to the component it belongs to", () => {
+        const parents = Object.fromEntries(run.resources.filter((r) => r.type === COMMAND).map((r) => [r.name, parentName(run, r)]));
+        expect(parents).toEqual({
+            "spark1-probe": "spark1",
+            "spark2-probe": "spark2",
+            "ray-spark1-ray-head": "ray",
+            "ray-spark1-ray-joined": "ray",
+            "ray-spark2-ray-worker": "ray",
+            "ray-spark2-ray-joined": "ray",
+            "ray-ready": "ray",
+            "vllm-serve": "vllm",
+        });
+    });
+
+    it("starts workers only after the head has joined, and vLLM only after the cluster is ready", () => {
+        const urn = (name: string) => run.byName(name).urn;
+        expect(run.byName("ray-spark2-ray-worker").dependencies).toContain(urn("ray-spark1-ray-joined"));
+        expect(run.byName("ray-ready").dependencies).toEqual(expect.arrayContaining([urn("ray-spark1-ray-joined"), urn("ray-spark2-ray-joined")]));
+        expect(run.byName("vllm-serve").dependencies).toContain(urn("ray-ready"));
+    });
+
+    it("pins every node to its own fabric address and interface", () => {
+        for (const [name, node] of [
+            ["ray-spark1-ray-head", "spark1"],
+            ["ray-spark2-ray-worker", "spark2"],
+        ]) {
+            const args = dockerRunArgs(run, name);
+            expect(envOf(args)).toEqual({
+                VLLM_HOST_IP: fabricIps[node],
+                RAY_NODE_IP_ADDRESS: fabricIps[node],
+                RAY_OVERRIDE_NODE_IP_ADDRESS: fabricIps[node],
+                NCCL_SOCKET_IFNAME: "enp1s0f1np1",
+                GLOO_SOCKET_IFNAME: "enp1s0f1np1",
+                TP_SOCKET_IFNAME: "enp1s0f1np1",
+                UCX_NET_DEVICES: "enp1s0f1np1",
+                NCCL_IB_HCA: "roceP2p1s0f1,rocep1s0f1",
+                RAY_memory_monitor_refresh_ms: "0",
+                RAY_USAGE_STATS_ENABLED: "0",
+                VLLM_NO_USAGE_STATS: "1",
+            });
+            expect(args.join(" ")).not.toContain(mgmtIps[node]);
+            expect(args).toEqual(expect.arrayContaining(["--node-ip-address", fabricIps[node], "--num-gpus", "1", "--disable-usage-stats"]));
+        }
+    });
+
+    it("runs the head and joins workers to the head's fabric address", () => {
+        const head = dockerRunArgs(run, "ray-spark1-ray-head");
+        const worker = dockerRunArgs(run, "ray-spark2-ray-worker");
+        expect(head.slice(head.indexOf("ray"))).toEqual([
+            "ray", "start", "--block", "--head", "--port", "6379", "--include-dashboard=false",
+            "--node-ip-address", "192.168.200.12", "--num-gpus", "1", "--disable-usage-stats",
+        ]);
+        expect(worker).toEqual(expect.arrayContaining(["--address", "192.168.200.12:6379"]));
+        for (const args of [head, worker]) {
+            expect(args).toEqual(expect.arrayContaining(["--entrypoint=", "--network", "host", "--ipc", "host", "--gpus", "all"]));
+            expect(args).toEqual(expect.arrayContaining(["--ulimit", "memlock=-1:-1", "--ulimit", "stack=67108864:67108864"]));
+            expect(args).toEqual(expect.arrayContaining(["--volume", "/home/aurora/models/Qwen3.5-122B-A10B-FP8:/models/Qwen3.5-122B-A10B-FP8:ro"]));
+        }
+    });
+
+    it("serves with the Ray backend and the configured flags", () => {
+        const calls = runWithFakeDocker(run.byName("vllm-serve").inputs.create);
+        const exec = calls.find((args) => args[0] === "exec" && args.includes("--detach"))!;
+        expect(exec.slice(exec.indexOf("vllm"))).toEqual([
+            "vllm", "serve", "/models/Qwen3.5-122B-A10B-FP8",
+            "--served-model-name", "Qwen3.5-122B-A10B-FP8",
+            "--host", "0.0.0.0", "--port", "30000",
+            "--tensor-parallel-size", "2", "--pipeline-parallel-size", "1",
+            "--distributed-executor-backend", "ray",
+            "--gpu-memory-utilization", "0.9",
+            "--max-model-len", "32768",
+            "--reasoning-parser", "qwen3",
+            "--tool-call-parser", "qwen3_coder",
+            "--enable-auto-tool-choice",
+            "--trust-remote-code",
+        ]);
+    });
+
+    it("exports the endpoint, the model and each node's fabric address", () => {
+        expect(run.outputs.endpoint).toBe("http://10.1.230.180:30000/v1");
+        expect(run.outputs.model).toBe("Qwen3.5-122B-A10B-FP8");
+        expect(run.outputs.fabricIps).toEqual({ spark1: "192.168.200.12", spark2: "192.168.200.13" });
+        expect(run.outputs.rayHead).toBe("192.168.200.12:6379");
+    });
+
+    it("keeps the SSH key secret and out of every command line", () => {
+        for (const resource of run.resources.filter((r) => r.type === COMMAND)) {
+            expect(resource.inputs.create).not.toContain("PRIVATE KEY");
+        }
+    });
+});
+
+describe("the pulumi-command runner", async () => {
+    const run = await runProgram({ ...duo, commandRunner: "pulumi-command" }, probe);
+
+    it("uses remote.Command with a short dial limit and no previous output in the environment", () => {
+        const commands = run.resources.filter((r) => r.type === "command:remote:Command");
+        expect(commands).toHaveLength(8);
+        for (const resource of commands) {
+            expect(resource.inputs.addPreviousOutputInEnv).toBe(false);
+            expect(unsecret(resource.inputs.connection)).toMatchObject({ user: "aurora", port: 22, dialErrorLimit: 3, perDialTimeout: 20 });
+        }
+        expect(unsecret(run.byName("vllm-serve").inputs.connection).host).toBe("10.1.230.180");
+    });
+});
+
+describe("values reach the remote shell as data", async () => {
+    const hostile = "x'; touch /tmp/pwned; '";
+    const run = await runProgram({ ...duo, model: { path: "/models/q", servedName: hostile } }, probe);
+
+    it("passes a hostile model name through as one argument and runs nothing", () => {
+        const calls = runWithFakeDocker(run.byName("vllm-serve").inputs.create);
+        const exec = calls.find((args) => args[0] === "exec" && args.includes("--detach"))!;
+        expect(exec[exec.indexOf("--served-model-name") + 1]).toBe(hostile);
+        expect(fs.existsSync("/tmp/pwned")).toBe(false);
+    });
+});
+
+describe("preflight stops the deployment before any container", () => {
+    it("names the node whose image differs", async () => {
+        const differing = (node: string) =>
+            sparkProbeOutput(fabricIps[node], mgmtIps[node], { imageId: node === "spark2" ? `sha256:${"b".repeat(64)}` : undefined });
+        await expect(runProgram(duo, differing)).rejects.toThrow(/image hellohal2064\/vllm-qwen3\.5-gb10:latest differs across nodes: spark1 have aaaaaaaaaaaa; spark2 have bbbbbbbbbbbb/);
+    });
+
+    it("counts GPUs against TP×PP", async () => {
+        await expect(runProgram({ ...duo, parallelism: { tensor: 3 } }, probe)).rejects.toThrow(/TP×PP needs 3 GPUs but the nodes have 2/);
+    });
+
+    it("names a node with no address in the fabric subnet", async () => {
+        await expect(runProgram({ ...duo, fabric: { subnet: "192.168.100.0/24" } }, probe)).rejects.toThrow(
+            /node spark1: no interface has an address in the fabric subnet 192\.168\.100\.0\/24; it has: eth0 10\.1\.230\.180\/24; enp1s0f1np1 192\.168\.200\.12\/24/,
+        );
+    });
+});
+
+describe("config errors", () => {
+    it("fail before any resource is registered", async () => {
+        const attempt = runProgram({ ...duo, vllm: { gpuMemoryUtilization: 2 } }, probe);
+        await expect(attempt).rejects.toThrow(/vllm-fleet:vllm\.gpuMemoryUtilization: got 2/);
+    });
+
+    it("ask for an SSH key when none is configured", async () => {
+        await expect(runProgram(duo, probe, {})).rejects.toThrow(/vllm-fleet:sshPrivateKey: missing; expected the SSH private key as a secret/);
+    });
+});
