@@ -7,16 +7,20 @@ import * as fs from "fs";
 import * as os from "os";
 import * as path from "path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { Stack } from "@pulumi/pulumi/automation";
+import * as pulumi from "@pulumi/pulumi";
+import { LocalWorkspace, Stack } from "@pulumi/pulumi/automation";
 import { openStack } from "../../infra/automation";
 
-const minimalConfig = {
-    "vllm-fleet:nodes": { value: JSON.stringify([{ name: "spark1", host: "127.0.0.1" }]) },
-    "vllm-fleet:ssh": { value: JSON.stringify({ user: "spark" }) },
+// One node that is never contacted: preview only plans, it runs nothing on a host.
+const minimalConfig = (keyPath: string) => ({
+    "vllm-fleet:nodes": { value: JSON.stringify([{ name: "spark1", host: "192.0.2.10" }]) },
+    "vllm-fleet:ssh": { value: JSON.stringify({ user: "spark", privateKeyPath: keyPath }) },
+    "vllm-fleet:containerDriver": { value: "ssh" },
+    "vllm-fleet:commandRunner": { value: "builtin" },
     "vllm-fleet:fabric": { value: JSON.stringify({ subnet: "192.168.200.0/24" }) },
     "vllm-fleet:image": { value: JSON.stringify({ name: "vllm-fleet-sim/workload:current" }) },
     "vllm-fleet:model": { value: JSON.stringify({ path: "/models/tiny", servedName: "tiny" }) },
-};
+});
 
 describe("the Pulumi engine, offline", () => {
     let workDir: string;
@@ -27,7 +31,10 @@ describe("the Pulumi engine, offline", () => {
         workDir = fs.mkdtempSync(path.join(os.tmpdir(), "vllm-fleet-engine-"));
         fs.mkdirSync(path.join(workDir, "state"));
         envVars = { PULUMI_BACKEND_URL: `file://${path.join(workDir, "state")}`, PULUMI_CONFIG_PASSPHRASE: "engine-test" };
-        stack = await openStack("ci-minimal", { workDir, envVars, config: minimalConfig });
+        // Dynamic resources run in a provider process that loads @pulumi/pulumi from the workspace.
+        fs.symlinkSync(path.resolve(__dirname, "../../node_modules"), path.join(workDir, "node_modules"));
+        fs.writeFileSync(path.join(workDir, "id_test"), "not a real key\n", { mode: 0o600 });
+        stack = await openStack("ci-minimal", { workDir, envVars, config: minimalConfig(path.join(workDir, "id_test")) });
     });
 
     afterAll(async () => {
@@ -44,25 +51,43 @@ describe("the Pulumi engine, offline", () => {
         expect(stack.workspace.pulumiVersion).toBe(cliVersion.slice(1));
     });
 
-    it("previews the program on a minimal stack", async () => {
+    it("previews the program on a minimal stack, offline, contacting no host", async () => {
         const preview = await stack.preview();
-        expect(preview.changeSummary).toEqual({ create: 1 });
-        expect(preview.stdout).toContain("pulumi:pulumi:Stack");
+        // Stack, SparkNode + probe, RayCluster + head container + join wait + readiness gate,
+        // VllmService + serve command.
+        expect(preview.changeSummary).toEqual({ create: 9 });
+        for (const type of ["vllm-fleet:node:SparkNode", "vllm-fleet:ray:RayCluster", "vllm-fleet:vllm:VllmService", "pulumi-nodejs:dynamic/remote:SshCommand"]) {
+            expect(preview.stdout).toContain(type);
+        }
     });
 
-    it("applies, then a second up changes nothing, then destroys", async () => {
-        const up = await stack.up();
-        expect(up.summary.result).toBe("succeeded");
-        expect(up.outputs.nodes.value).toEqual(["spark1"]);
-        expect(up.outputs.tensorParallel.value).toBe(1);
-        expect(up.outputs.model.value).toBe("tiny");
-
-        const again = await stack.up({ expectNoChanges: true });
-        expect(again.summary.result).toBe("succeeded");
-        expect(again.summary.resourceChanges).toEqual({ same: 1 });
-
-        const destroy = await stack.destroy();
-        expect(destroy.summary.result).toBe("succeeded");
+    it("runs a stack's whole life on the engine: up, a no-op up, destroy", async () => {
+        // A program of the engine test's own (no hosts involved): the toolchain, not the fleet.
+        fs.mkdirSync(path.join(workDir, "lifecycle"));
+        const lifecycle = await LocalWorkspace.createOrSelectStack(
+            {
+                stackName: "ci-lifecycle",
+                projectName: "vllm-fleet-engine-test",
+                program: async () => {
+                    const config = new pulumi.Config();
+                    const marker = new pulumi.ComponentResource("vllm-fleet:test:Marker", "marker", {});
+                    return { greeting: `hello ${config.require("who")}`, marker: marker.urn };
+                },
+            },
+            { workDir: path.join(workDir, "lifecycle"), envVars, projectSettings: { name: "vllm-fleet-engine-test", runtime: "nodejs" } },
+        );
+        try {
+            await lifecycle.setConfig("who", { value: "spark" });
+            const up = await lifecycle.up();
+            expect(up.summary.result).toBe("succeeded");
+            expect(up.outputs.greeting.value).toBe("hello spark");
+            const again = await lifecycle.up({ expectNoChanges: true });
+            expect(again.summary.resourceChanges).toEqual({ same: 2 });
+            const destroy = await lifecycle.destroy();
+            expect(destroy.summary.resourceChanges).toEqual({ delete: 2 });
+        } finally {
+            await lifecycle.workspace.removeStack("ci-lifecycle", { force: true }).catch(() => undefined);
+        }
     });
 
     it("fails preview on a bad value, naming the key, before registering anything", async () => {

@@ -27,6 +27,7 @@ describe("parseFleetConfig defaults", () => {
 
     it("fills the defaults a Spark user expects", () => {
         expect(config.containerDriver).toBe("docker");
+        expect(config.commandRunner).toBe("pulumi-command");
         expect(config.parallelism).toEqual({ tensor: 2, pipeline: 1 });
         expect(config.vllm.port).toBe(8000);
         expect(config.vllm.gpuMemoryUtilization).toBe(0.9);
