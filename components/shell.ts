@@ -5,6 +5,7 @@
  */
 import * as fs from "fs";
 import * as path from "path";
+import { findProjectRoot } from "../infra/project";
 
 /** Quotes `value` for POSIX shells: the result always reads back as exactly `value`. */
 export function shQuote(value: string): string {
@@ -37,7 +38,8 @@ export function renderAssignments(vars: Readonly<Record<string, ScriptValue>>): 
         .join("\n");
 }
 
-const SCRIPTS_DIR = path.join(__dirname, "scripts");
+// From the project root, so compiled code (bin/) finds the same files.
+const SCRIPTS_DIR = path.join(findProjectRoot(__dirname), "components", "scripts");
 const scriptCache = new Map<string, string>();
 
 /** The text of components/scripts/<name>.sh. */

@@ -23,6 +23,7 @@ export const CONFIG_KEYS = [
     "parallelism",
     "vllm",
     "ray",
+    "container",
     "timeouts",
 ] as const;
 export type ConfigKey = (typeof CONFIG_KEYS)[number];
@@ -183,6 +184,17 @@ const raySchema = z
     })
     .default({ port: 6379 });
 
+const containerSchema = z
+    .strictObject({
+        /** Shared memory, bytes (vLLM's run_cluster.sh gives 10.24 GB). */
+        shmSizeBytes: z.number().int().min(64 * 1024 ** 2).default(Math.round(10.24 * 1024 ** 3)),
+        /** Locked-memory limit in bytes for RDMA; -1 is unlimited (needs a host that allows it). */
+        memlockBytes: z.number().int().min(-1).default(-1),
+        /** Stack size limit, bytes. */
+        stackBytes: z.number().int().min(-1).default(67108864),
+    })
+    .default({ shmSizeBytes: Math.round(10.24 * 1024 ** 3), memlockBytes: -1, stackBytes: 67108864 });
+
 const timeoutsSchema = z
     .strictObject({
         sshConnectSeconds: z.number().int().min(1).max(600).default(20),
@@ -202,6 +214,7 @@ const rawSchema = z.strictObject({
     parallelism: parallelismSchema,
     vllm: vllmSchema,
     ray: raySchema,
+    container: containerSchema,
     timeouts: timeoutsSchema,
 });
 
@@ -237,6 +250,7 @@ export interface FleetConfig {
         readonly extraArgs: readonly string[];
     };
     readonly ray: { readonly port: number };
+    readonly container: { readonly shmSizeBytes: number; readonly memlockBytes: number; readonly stackBytes: number };
     readonly timeouts: { readonly sshConnectSeconds: number; readonly rayReadySeconds: number; readonly vllmReadySeconds: number };
 }
 
@@ -388,6 +402,7 @@ export function parseFleetConfig(raw: Partial<Record<ConfigKey, unknown>>): Flee
         parallelism,
         vllm: parsed.vllm,
         ray: parsed.ray,
+        container: parsed.container,
         timeouts: parsed.timeouts,
     };
 }

@@ -52,9 +52,6 @@ export interface PlannedNode {
 /** The container that runs Ray (and, on the head, `vllm serve`) on every node. */
 export const RAY_CONTAINER = "vllm-fleet-ray";
 
-/** Shared memory for NCCL and the Ray object store, as vLLM's run_cluster.sh gives it. */
-const SHM_BYTES = Math.round(10.24 * 1024 ** 3);
-
 /** The Ray container of a node: head on node 0, workers on the others. */
 export function rayContainerSpec(config: FleetConfig, stack: string, nodes: readonly PlannedNode[], index: number): ContainerSpec {
     const node = nodes[index];
@@ -80,10 +77,10 @@ export function rayContainerSpec(config: FleetConfig, stack: string, nodes: read
         mounts: [{ source: config.model.path, target: containerModelPath(config), readOnly: true }],
         networkHost: true,
         ipcHost: true,
-        shmSizeBytes: SHM_BYTES,
+        shmSizeBytes: config.container.shmSizeBytes,
         ulimits: [
-            { name: "memlock", soft: -1, hard: -1 },
-            { name: "stack", soft: 67108864, hard: 67108864 },
+            { name: "memlock", soft: config.container.memlockBytes, hard: config.container.memlockBytes },
+            { name: "stack", soft: config.container.stackBytes, hard: config.container.stackBytes },
         ],
         gpus: "all",
         restart: "no",

@@ -7,7 +7,7 @@ set -euo pipefail
 
 deadline=$((SECONDS + TIMEOUT))
 while true; do
-  report="$(docker exec "$CONTAINER" python3 - "$ADDRESS" 2>&1 <<'PY' || true
+  report="$(docker exec -i "$CONTAINER" python3 - "$ADDRESS" 2>&1 <<'PY' || true
 import sys
 import ray
 ray.init(address=sys.argv[1], logging_level="ERROR", log_to_driver=False)

@@ -11,7 +11,7 @@ while true; do
     docker logs --tail 40 "$CONTAINER" >&2 || true
     exit 1
   fi
-  if docker exec "$CONTAINER" python3 - "$ADDRESS" "$NODE_IP" >/dev/null 2>&1 <<'PY'
+  if docker exec -i "$CONTAINER" python3 - "$ADDRESS" "$NODE_IP" >/dev/null 2>&1 <<'PY'
 import sys
 import ray
 ray.init(address=sys.argv[1], logging_level="ERROR", log_to_driver=False)

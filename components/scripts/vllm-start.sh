@@ -20,7 +20,7 @@ docker exec --detach --env "VLLM_API_KEY=$API_KEY" "$CONTAINER" \
 echo "started: vllm ${SERVE_ARGS[*]}"
 
 probe() {
-  docker exec --env "VLLM_API_KEY=$API_KEY" "$CONTAINER" python3 - "$PORT" "$SERVED_NAME" "$1" <<'PY'
+  docker exec -i --env "VLLM_API_KEY=$API_KEY" "$CONTAINER" python3 - "$PORT" "$SERVED_NAME" "$1" <<'PY'
 import json, os, sys, urllib.request
 port, model, what = sys.argv[1], sys.argv[2], sys.argv[3]
 headers = {"Content-Type": "application/json"}

@@ -1,0 +1,141 @@
+/**
+ * End to end on simulated Sparks, through the real Pulumi engine: the Ray backend with the ssh
+ * container driver. Real SSH, Docker and Ray; the GPU, the fabric link and vLLM are stand-ins.
+ */
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import * as fs from "fs";
+import { Stack } from "@pulumi/pulumi/automation";
+import { openStack } from "../../infra/automation";
+import { RAY_CONTAINER } from "../../infra/plan";
+import { SimCluster, onNode, putTinyModel, simDown, simStackConfig, simUp, tempWorkspace } from "./simCluster";
+
+const MODEL_DIR = "/home/spark/models/tiny-moe";
+const timings: Record<string, number> = {};
+
+async function timed<T>(label: string, action: () => Promise<T>): Promise<T> {
+    const start = Date.now();
+    try {
+        return await action();
+    } finally {
+        timings[label] = (Date.now() - start) / 1000;
+    }
+}
+
+/** The node IPs the Ray cluster itself reports (NodeManagerAddress of every live node). */
+function rayNodeIps(cluster: SimCluster): string[] {
+    const script = `import ray; ray.init(address="auto", logging_level="ERROR"); print("\\n".join(sorted(n["NodeManagerAddress"] for n in ray.nodes() if n["Alive"])))`;
+    return onNode(cluster.nodes[0], `docker exec ${RAY_CONTAINER} python3 -c '${script}'`).trim().split("\n");
+}
+
+function containerIds(cluster: SimCluster): string[] {
+    return cluster.nodes.map((node) => onNode(node, `docker inspect --format '{{.Id}}' ${RAY_CONTAINER}`).trim());
+}
+
+async function complete(endpoint: string, model: string): Promise<string> {
+    const response = await fetch(`${endpoint}/completions`, {
+        method: "POST",
+        headers: { "Content-Type": "application/json" },
+        body: JSON.stringify({ model, prompt: "Hello from the test", max_tokens: 8 }),
+    });
+    expect(response.status).toBe(200);
+    const body = (await response.json()) as { choices: { text: string }[] };
+    return body.choices[0].text;
+}
+
+describe.each([
+    { nodes: 2, name: "e2e-ray2" },
+    { nodes: 3, name: "e2e-ray3" },
+])("Ray backend on $nodes simulated Sparks", ({ nodes, name }) => {
+    let cluster: SimCluster;
+    let stack: Stack;
+    let workDir: string;
+
+    beforeAll(async () => {
+        cluster = simUp(name, nodes);
+        putTinyModel(cluster, MODEL_DIR);
+        const workspace = tempWorkspace(`vllm-fleet-${name}-`);
+        workDir = workspace.dir;
+        stack = await openStack(name, {
+            workDir,
+            envVars: workspace.envVars,
+            config: simStackConfig(cluster, MODEL_DIR, { parallelism: { tensor: nodes } }),
+        });
+    });
+
+    afterAll(async () => {
+        try {
+            if (stack) {
+                await stack.destroy().catch(() => undefined);
+                await stack.workspace.removeStack(stack.name, { force: true }).catch(() => undefined);
+            }
+        } finally {
+            if (cluster) {
+                simDown(name);
+            }
+            if (workDir) {
+                fs.rmSync(workDir, { recursive: true, force: true });
+            }
+            console.log(`timings (s) for ${nodes} nodes: ${JSON.stringify(timings)}`);
+        }
+    });
+
+    it("comes up and answers a completion that names every fabric address", async () => {
+        const up = await timed(`${nodes}-cold-up`, () => stack.up());
+        expect(up.summary.result).toBe("succeeded");
+        const fabricIps = cluster.nodes.map((node) => node.fabricIp);
+        expect(Object.values(up.outputs.fabricIps.value).sort()).toEqual([...fabricIps].sort());
+        expect(up.outputs.endpoint.value).toBe(`http://${cluster.nodes[0].sshHost}:8000/v1`);
+
+        const text = await complete(up.outputs.endpoint.value, "tiny-moe");
+        for (const ip of fabricIps) {
+            expect(text).toContain(ip);
+        }
+        for (const node of cluster.nodes) {
+            expect(text).not.toContain(node.mgmtIp);
+        }
+    });
+
+    it("has every Ray node registered under its fabric address and none under a management one", () => {
+        expect(rayNodeIps(cluster)).toEqual(cluster.nodes.map((node) => node.fabricIp).sort());
+        const status = onNode(cluster.nodes[0], `docker exec ${RAY_CONTAINER} ray status`);
+        expect(status).toMatch(new RegExp(`/${nodes}\\.0 GPU`)); // every node's GPU counted
+        for (const node of cluster.nodes) {
+            expect(status).not.toContain(node.mgmtIp);
+        }
+    });
+
+    it("reports no changes on a second up and touches no host", async () => {
+        const before = containerIds(cluster);
+        const again = await timed(`${nodes}-noop-up`, () => stack.up({ expectNoChanges: true }));
+        expect(again.summary.result).toBe("succeeded");
+        expect(Object.keys(again.summary.resourceChanges ?? {})).toEqual(["same"]);
+        expect(containerIds(cluster)).toEqual(before);
+    });
+
+    it("applies a max-model-len change to the vLLM service only", async () => {
+        const before = containerIds(cluster);
+        await stack.setConfig("vllm-fleet:vllm", { value: JSON.stringify({ port: 8000, maxModelLen: 2048 }) });
+        const preview = await stack.preview();
+        expect(preview.changeSummary.update).toBe(1);
+        expect(preview.changeSummary.replace ?? 0).toBe(0);
+        expect(preview.changeSummary.create ?? 0).toBe(0);
+        expect(preview.stdout).toMatch(/~ .*vllm-serve/);
+
+        const up = await timed(`${nodes}-vllm-change`, () => stack.up());
+        expect(up.summary.resourceChanges?.update).toBe(1);
+        expect(containerIds(cluster)).toEqual(before);
+        const models = (await (await fetch(`${up.outputs.endpoint.value}/models`)).json()) as { data: { id: string; max_model_len: number }[] };
+        expect(models.data[0]).toMatchObject({ id: "tiny-moe", max_model_len: 2048 });
+    });
+
+    it("destroys everything it made on every node", async () => {
+        const destroy = await timed(`${nodes}-destroy`, () => stack.destroy());
+        expect(destroy.summary.result).toBe("succeeded");
+        for (const node of cluster.nodes) {
+            expect(onNode(node, `docker ps -aq --filter label=vllm-fleet.stack=${name}`).trim()).toBe("");
+            expect(onNode(node, "docker ps -aq").trim()).toBe("");
+            // Bracketed first letters keep grep from matching its own command line.
+            expect(onNode(node, "ps -eo args | grep -E '[r]aylet|[g]cs_server|[v]llm serve' || true").trim()).toBe("");
+        }
+    });
+});

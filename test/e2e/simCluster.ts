@@ -1,0 +1,119 @@
+/**
+ * The e2e tests' handle on the proving ground (test/sim): bring up simulated Sparks, read their
+ * cluster.json, run commands inside them, and tear everything down.
+ */
+import { execFileSync } from "child_process";
+import * as fs from "fs";
+import * as os from "os";
+import * as path from "path";
+import { ConfigMap } from "@pulumi/pulumi/automation";
+
+export const SIM = path.resolve(__dirname, "../sim/sim.sh");
+
+export interface SimNode {
+    readonly name: string;
+    readonly index: number;
+    readonly mgmtIp: string;
+    readonly fabricIp: string;
+    readonly fabricIface: string;
+    readonly sshHost: string;
+    readonly sshPort: number;
+    readonly sshUser: string;
+    readonly sshHostKey: string;
+}
+
+export interface SimCluster {
+    readonly cluster: string;
+    readonly sshUser: string;
+    readonly sshPrivateKeyPath: string;
+    readonly workloadImage: string;
+    readonly workloadImageId: string;
+    readonly mgmtSubnet: string;
+    readonly fabricSubnet: string;
+    readonly nodes: readonly SimNode[];
+}
+
+function sim(args: string[], timeoutMs = 20 * 60_000): string {
+    return execFileSync("bash", [SIM, ...args], { encoding: "utf8", timeout: timeoutMs, stdio: ["ignore", "pipe", "inherit"] });
+}
+
+/** Brings up `nodes` simulated Sparks as cluster `name` and returns its description. */
+export function simUp(name: string, nodes: number): SimCluster {
+    sim(["up", "-n", String(nodes), "-c", name]);
+    const file = path.resolve(__dirname, `../sim/.state/${name}/cluster.json`);
+    return JSON.parse(fs.readFileSync(file, "utf8")) as SimCluster;
+}
+
+/** Removes the cluster and everything it made (containers, networks, volumes). */
+export function simDown(name: string): void {
+    sim(["down", "-c", name], 5 * 60_000);
+}
+
+/** Runs a command in a simulated node (as root), returning stdout. */
+export function onNode(node: SimNode, command: string): string {
+    return execFileSync("docker", ["exec", node.name, "bash", "-c", command], { encoding: "utf8", timeout: 120_000 });
+}
+
+/**
+ * A tiny model directory on every node, as a download would leave it: config.json (an MoE of the
+ * Qwen shape) and one safetensors file. The vLLM stand-in reads it; nothing is executed.
+ */
+export function putTinyModel(cluster: SimCluster, dir: string): void {
+    const config = JSON.stringify({
+        architectures: ["Qwen3MoeForCausalLM"],
+        model_type: "qwen3_moe",
+        hidden_size: 256,
+        num_attention_heads: 6,
+        num_key_value_heads: 6,
+        num_hidden_layers: 2,
+        head_dim: 64,
+        max_position_embeddings: 8192,
+        torch_dtype: "bfloat16",
+    });
+    for (const node of cluster.nodes) {
+        onNode(
+            node,
+            `set -e; mkdir -p ${dir}; printf '%s' '${config}' > ${dir}/config.json; ` +
+                `head -c 1048576 /dev/zero > ${dir}/model-00001-of-00001.safetensors; chown -R ${cluster.sshUser} ${dir}`,
+        );
+    }
+}
+
+/** Stack config for a simulated cluster (keys with the `vllm-fleet:` prefix). */
+export function simStackConfig(cluster: SimCluster, modelDir: string, extra: Record<string, unknown> = {}): ConfigMap {
+    const values: Record<string, unknown> = {
+        nodes: cluster.nodes.map((node) => ({
+            name: `spark${node.index + 1}`,
+            host: node.sshHost,
+            port: node.sshPort,
+            hostKey: node.sshHostKey,
+        })),
+        ssh: { user: cluster.sshUser, privateKeyPath: cluster.sshPrivateKeyPath },
+        fabric: { subnet: cluster.fabricSubnet },
+        image: { name: cluster.workloadImage },
+        containerDriver: "ssh",
+        commandRunner: "builtin",
+        model: { path: modelDir, servedName: "tiny-moe" },
+        vllm: { port: 8000, maxModelLen: 4096 },
+        // This machine's hard memlock limit is 8 MiB and cannot be raised (no CAP_SYS_RESOURCE).
+        container: { memlockBytes: 8 * 1024 * 1024 },
+        timeouts: { sshConnectSeconds: 10, rayReadySeconds: 180, vllmReadySeconds: 300 },
+        ...extra,
+    };
+    const config: ConfigMap = {};
+    for (const [key, value] of Object.entries(values)) {
+        config[`vllm-fleet:${key}`] = { value: typeof value === "string" ? value : JSON.stringify(value) };
+    }
+    return config;
+}
+
+/** A temporary Pulumi workspace whose dynamic resources can load @pulumi/pulumi. */
+export function tempWorkspace(prefix: string): { dir: string; envVars: Record<string, string> } {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), prefix));
+    fs.symlinkSync(path.resolve(__dirname, "../../node_modules"), path.join(dir, "node_modules"));
+    fs.mkdirSync(path.join(dir, "state"));
+    return {
+        dir,
+        envVars: { PULUMI_BACKEND_URL: `file://${path.join(dir, "state")}`, PULUMI_CONFIG_PASSPHRASE: "e2e" },
+    };
+}
