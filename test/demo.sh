@@ -1,9 +1,26 @@
 #!/usr/bin/env bash
-# The demo (npm run demo): for now it shows that the real Pulumi engine runs the program offline by
-# previewing the `sim` stack. The deployment on the simulated Sparks arrives with the proving ground.
+# The demo (npm run demo): two simulated Sparks, then `pulumi up` of the `sim` stack through the
+# real engine, then the endpoint and a completion it answers. The deployment stays up to be tried;
+# `npm run demo -- down` destroys it and removes the simulated Sparks.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # shellcheck source=test/toolchain/env.sh
 source test/toolchain/env.sh
+action="${1:-up}"
 npx tsc -p tsconfig.json
-node bin/test/demo.js
+case "$action" in
+  up)
+    bash test/sim/sim.sh up -n 2 -c sim
+    node bin/test/demo.js up
+    ;;
+  down)
+    if [ -f test/sim/.state/sim/cluster.json ]; then
+      node bin/test/demo.js down
+    fi
+    bash test/sim/sim.sh down -c sim
+    ;;
+  *)
+    echo "usage: npm run demo [-- up|down]" >&2
+    exit 2
+    ;;
+esac

@@ -63,6 +63,10 @@ run_tests() {
   npx vitest run --config test/vitest.config.ts --reporter=default --reporter=json --outputFile.json="$reports/unit.json" || status=1
   count_vitest "$reports/unit.json"
 
+  say "simulated cluster self-test"
+  bash test/sim/selftest.sh 2>&1 | tee "$reports/sim.log" || status=1
+  count_plain "$reports/sim.log"
+
   say "end-to-end through the Pulumi engine"
   npx vitest run --config test/vitest.e2e.config.ts --reporter=default --reporter=json --outputFile.json="$reports/e2e.json" || status=1
   count_vitest "$reports/e2e.json"
@@ -80,7 +84,7 @@ case "$mode" in
     ;;
   demo)
     setup
-    bash test/demo.sh
+    bash test/demo.sh "${@:2}"
     ;;
   e2e)
     setup

@@ -49,15 +49,17 @@ describe.each([
     let cluster: SimCluster;
     let stack: Stack;
     let workDir: string;
+    let envVars: Record<string, string>;
 
     beforeAll(async () => {
         cluster = simUp(name, nodes);
         putTinyModel(cluster, MODEL_DIR);
         const workspace = tempWorkspace(`vllm-fleet-${name}-`);
         workDir = workspace.dir;
+        envVars = workspace.envVars;
         stack = await openStack(name, {
             workDir,
-            envVars: workspace.envVars,
+            envVars,
             config: simStackConfig(cluster, MODEL_DIR, { parallelism: { tensor: nodes } }),
         });
     });
@@ -97,7 +99,11 @@ describe.each([
 
     it("has every Ray node registered under its fabric address and none under a management one", () => {
         expect(rayNodeIps(cluster)).toEqual(cluster.nodes.map((node) => node.fabricIp).sort());
-        const status = onNode(cluster.nodes[0], `docker exec ${RAY_CONTAINER} ray status`);
+        // The autoscaler's summary lags node registration ("No cluster status"): ask until it is there.
+        const status = onNode(
+            cluster.nodes[0],
+            `for i in $(seq 1 20); do s=$(docker exec ${RAY_CONTAINER} ray status 2>&1); case "$s" in *" GPU"*) break;; esac; sleep 2; done; printf '%s' "$s"`,
+        );
         expect(status).toMatch(new RegExp(`/${nodes}\\.0 GPU`)); // every node's GPU counted
         for (const node of cluster.nodes) {
             expect(status).not.toContain(node.mgmtIp);
@@ -126,6 +132,29 @@ describe.each([
         expect(containerIds(cluster)).toEqual(before);
         const models = (await (await fetch(`${up.outputs.endpoint.value}/models`)).json()) as { data: { id: string; max_model_len: number }[] };
         expect(models.data[0]).toMatchObject({ id: "tiny-moe", max_model_len: 2048 });
+    });
+
+    it.runIf(nodes === 2)("fails within a minute on a dead host, naming it", async () => {
+        // An address on the cluster's own (internal) management network where no node answers.
+        const deadHost = cluster.nodes[0].sshHost.replace(/\.\d+$/, ".99");
+        const dead = await openStack(`${name}-dead`, {
+            workDir,
+            envVars,
+            config: simStackConfig({ ...cluster, nodes: [{ ...cluster.nodes[0], name: "dead", index: 8, sshHost: deadHost }] }, MODEL_DIR, {
+                parallelism: { tensor: 1 },
+            }),
+        });
+        try {
+            const start = Date.now();
+            const failure = await dead.up().then(
+                () => undefined,
+                (error: Error) => error,
+            );
+            expect((Date.now() - start) / 1000).toBeLessThan(60);
+            expect(failure?.message).toContain(`node spark9 (spark@${deadHost}:22): ssh failed`);
+        } finally {
+            await dead.workspace.removeStack(dead.name, { force: true }).catch(() => undefined);
+        }
     });
 
     it("destroys everything it made on every node", async () => {

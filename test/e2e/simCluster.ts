@@ -7,8 +7,11 @@ import * as fs from "fs";
 import * as os from "os";
 import * as path from "path";
 import { ConfigMap } from "@pulumi/pulumi/automation";
+import { findProjectRoot } from "../../infra/project";
 
-export const SIM = path.resolve(__dirname, "../sim/sim.sh");
+// From the project root, so that compiled code (bin/, e.g. the benchmark) finds the same files.
+const REPO_ROOT = findProjectRoot(__dirname);
+export const SIM = path.join(REPO_ROOT, "test/sim/sim.sh");
 
 export interface SimNode {
     readonly name: string;
@@ -40,7 +43,7 @@ function sim(args: string[], timeoutMs = 20 * 60_000): string {
 /** Brings up `nodes` simulated Sparks as cluster `name` and returns its description. */
 export function simUp(name: string, nodes: number): SimCluster {
     sim(["up", "-n", String(nodes), "-c", name]);
-    const file = path.resolve(__dirname, `../sim/.state/${name}/cluster.json`);
+    const file = path.join(REPO_ROOT, `test/sim/.state/${name}/cluster.json`);
     return JSON.parse(fs.readFileSync(file, "utf8")) as SimCluster;
 }
 
@@ -110,7 +113,7 @@ export function simStackConfig(cluster: SimCluster, modelDir: string, extra: Rec
 /** A temporary Pulumi workspace whose dynamic resources can load @pulumi/pulumi. */
 export function tempWorkspace(prefix: string): { dir: string; envVars: Record<string, string> } {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), prefix));
-    fs.symlinkSync(path.resolve(__dirname, "../../node_modules"), path.join(dir, "node_modules"));
+    fs.symlinkSync(path.join(REPO_ROOT, "node_modules"), path.join(dir, "node_modules"));
     fs.mkdirSync(path.join(dir, "state"));
     return {
         dir,
