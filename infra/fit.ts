@@ -1,0 +1,535 @@
+/**
+ * The fit planner (issue 5), pure: will this model, split TP×PP across these nodes, load and leave
+ * room for at least one `max-model-len` sequence of KV cache? It refuses with the numbers (need X
+ * GiB, have Y GiB on node Z) before anything is started, and otherwise returns a plan that
+ * {@link describeFitPlan} turns into the short table printed during `pulumi preview`.
+ *
+ * Inputs are what a caller already holds: the text of the model's config.json, the bytes of its
+ * `*.safetensors` files (from {@link ModelDirFacts}), each node's memory (from {@link NodeFacts}),
+ * TP, PP, `gpu-memory-utilization`, `max-model-len` and the KV cache dtype. No I/O here.
+ *
+ * What it assumes, so the numbers can be checked against vLLM's own log:
+ * - Weights per rank = total weight bytes / (TP×PP). Embeddings, the LM head, norms, a vision tower
+ *   or replicated KV projections make the real split slightly uneven; the estimate is an average.
+ * - Each rank also needs {@link RUNTIME_OVERHEAD_BYTES_PER_RANK} for activations at the profiled
+ *   batch, CUDA graphs and NCCL buffers (vLLM measures this at start-up; we can only budget it).
+ * - Usable memory of a rank = `gpu-memory-utilization` × the node's memory as
+ *   {@link usableMemoryBytes} sees it (GB10 unified memory: MemTotal less an OS reserve).
+ * - KV cache grows only in `full_attention` layers: 2 (K and V) × KV heads on the rank × head_dim ×
+ *   dtype bytes per token. `sliding_attention` layers hold at most `sliding_window` tokens per
+ *   sequence; `linear_attention` layers (Qwen3-Next / Qwen3.5 Gated DeltaNet) hold a fixed-size
+ *   conv + recurrent state per sequence that does not grow with its length. Both are counted per
+ *   sequence, not per token.
+ * - vLLM shards KV heads across TP when TP ≤ KV heads and replicates them (one per rank) when
+ *   TP > KV heads; either way one must divide the other (QKVParallelLinear), and TP must divide
+ *   the attention heads. Pipeline stages get layers as vLLM's `get_pp_indices` splits them.
+ */
+import { ModelDirFacts, NodeFacts, usableMemoryBytes } from "./facts";
+
+/** One gibibyte, the unit of every message and of {@link describeFitPlan}. */
+export const GIB = 1024 ** 3;
+
+/**
+ * Memory each rank needs besides weights and KV cache: the activation peak vLLM profiles with a
+ * full batch of `max-num-batched-tokens`, CUDA graphs and NCCL/communication buffers. vLLM
+ * measures it at start-up; 3 GiB is a deliberately round budget for it on one GPU.
+ */
+export const RUNTIME_OVERHEAD_BYTES_PER_RANK = 3 * GIB;
+
+/** A reason the model does not fit; the message carries the numbers and names the node. */
+export class FitError extends Error {
+    /** Every problem found, one per line of the message. */
+    readonly problems: readonly string[];
+
+    constructor(problems: readonly string[]) {
+        super(problems.length === 1 ? problems[0] : `the model does not fit:\n  - ${problems.join("\n  - ")}`);
+        this.name = "FitError";
+        this.problems = problems;
+    }
+}
+
+/** How a decoder layer attends, as config.json's `layer_types` names it. */
+export type LayerKind = "full_attention" | "sliding_attention" | "linear_attention";
+
+/** The per-sequence state of a Gated DeltaNet (`linear_attention`) layer, from config.json. */
+export interface LinearAttentionShape {
+    readonly numKeyHeads: number;
+    readonly numValueHeads: number;
+    readonly keyHeadDim: number;
+    readonly valueHeadDim: number;
+    readonly convKernelSize: number;
+    /** Bytes per element of the causal-conv state (the model dtype). */
+    readonly convStateDtypeBytes: number;
+    /** Bytes per element of the recurrent state (`mamba_ssm_dtype`, float32 on Qwen3.5). */
+    readonly recurrentStateDtypeBytes: number;
+}
+
+/** The fields of a model's config.json the planner reads, normalised. */
+export interface ModelConfig {
+    readonly numHiddenLayers: number;
+    readonly numAttentionHeads: number;
+    readonly numKeyValueHeads: number;
+    readonly headDim: number;
+    /** `max_position_embeddings`: the default `max-model-len`. */
+    readonly maxPositionEmbeddings?: number;
+    /** `torch_dtype` / `dtype` of the checkpoint, e.g. "bfloat16". */
+    readonly dtype?: string;
+    /** `quantization_config.quant_method`, e.g. "fp8", "mxfp4". */
+    readonly quantMethod?: string;
+    /** One entry per hidden layer. */
+    readonly layerKinds: readonly LayerKind[];
+    /** Tokens a `sliding_attention` layer keeps. */
+    readonly slidingWindow?: number;
+    /** Present when some layers are `linear_attention`. */
+    readonly linearAttention?: LinearAttentionShape;
+}
+
+type Json = Record<string, unknown>;
+
+function isObject(value: unknown): value is Json {
+    return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+function positiveInteger(source: string, json: Json, key: string): number {
+    const value = json[key];
+    if (typeof value !== "number" || !Number.isInteger(value) || value <= 0) {
+        throw new FitError([`${source}: ${key} is ${JSON.stringify(value)}, expected a positive integer`]);
+    }
+    return value;
+}
+
+function optionalPositiveInteger(source: string, json: Json, key: string): number | undefined {
+    return json[key] === undefined || json[key] === null ? undefined : positiveInteger(source, json, key);
+}
+
+function dtypeBytes(dtype: string): number | undefined {
+    const bytes: Record<string, number> = { float32: 4, float: 4, bfloat16: 2, float16: 2, half: 2 };
+    return bytes[dtype];
+}
+
+function layerKindsOf(source: string, text: Json, layers: number): LayerKind[] {
+    const types = text.layer_types;
+    if (Array.isArray(types)) {
+        if (types.length !== layers) {
+            throw new FitError([`${source}: layer_types has ${types.length} entries for ${layers} hidden layers`]);
+        }
+        // Kinds vLLM does not bound (anything but sliding/linear) are counted as full attention.
+        return types.map((kind) => (kind === "sliding_attention" || kind === "linear_attention" ? kind : "full_attention"));
+    }
+    const interval = optionalPositiveInteger(source, text, "full_attention_interval");
+    if (interval !== undefined) {
+        // Qwen3-Next's rule when layer_types is absent: every interval-th layer is full attention.
+        return Array.from({ length: layers }, (_, index) => ((index + 1) % interval === 0 ? "full_attention" : "linear_attention"));
+    }
+    return Array.from({ length: layers }, () => "full_attention");
+}
+
+/**
+ * Reads a model's config.json. Multimodal configs (Qwen3.5, Qwen3-VL) keep the language model in
+ * `text_config`; its fields win over the top level. Throws {@link FitError} naming a missing field.
+ */
+export function parseModelConfig(configJsonText: string, source = "config.json"): ModelConfig {
+    let root: unknown;
+    try {
+        root = JSON.parse(configJsonText);
+    } catch (error) {
+        throw new FitError([`${source} is not JSON: ${(error as Error).message}`]);
+    }
+    if (!isObject(root)) {
+        throw new FitError([`${source} is not a JSON object`]);
+    }
+    const text: Json = isObject(root.text_config) ? { ...root, ...root.text_config } : root;
+    const numHiddenLayers = positiveInteger(source, text, "num_hidden_layers");
+    const numAttentionHeads = positiveInteger(source, text, "num_attention_heads");
+    const numKeyValueHeads = optionalPositiveInteger(source, text, "num_key_value_heads") ?? numAttentionHeads;
+    let headDim = optionalPositiveInteger(source, text, "head_dim");
+    if (headDim === undefined) {
+        const hiddenSize = positiveInteger(source, text, "hidden_size");
+        if (hiddenSize % numAttentionHeads !== 0) {
+            throw new FitError([`${source}: no head_dim, and hidden_size ${hiddenSize} is not a multiple of num_attention_heads ${numAttentionHeads}`]);
+        }
+        headDim = hiddenSize / numAttentionHeads;
+    }
+    const dtype = [text.torch_dtype, text.dtype, root.torch_dtype, root.dtype].find((value): value is string => typeof value === "string");
+    const quantization = isObject(root.quantization_config) ? root.quantization_config : isObject(text.quantization_config) ? text.quantization_config : undefined;
+    const layerKinds = layerKindsOf(source, text, numHiddenLayers);
+    const modelDtypeBytes = dtypeBytes(dtype ?? "bfloat16") ?? 2;
+    const linearAttention: LinearAttentionShape | undefined = layerKinds.includes("linear_attention")
+        ? {
+              numKeyHeads: positiveInteger(source, text, "linear_num_key_heads"),
+              numValueHeads: positiveInteger(source, text, "linear_num_value_heads"),
+              keyHeadDim: positiveInteger(source, text, "linear_key_head_dim"),
+              valueHeadDim: positiveInteger(source, text, "linear_value_head_dim"),
+              convKernelSize: positiveInteger(source, text, "linear_conv_kernel_dim"),
+              convStateDtypeBytes: modelDtypeBytes,
+              recurrentStateDtypeBytes:
+                  (typeof text.mamba_ssm_dtype === "string" ? dtypeBytes(text.mamba_ssm_dtype) : undefined) ?? modelDtypeBytes,
+          }
+        : undefined;
+    return {
+        numHiddenLayers,
+        numAttentionHeads,
+        numKeyValueHeads,
+        headDim,
+        maxPositionEmbeddings: optionalPositiveInteger(source, text, "max_position_embeddings"),
+        dtype,
+        quantMethod: typeof quantization?.quant_method === "string" ? quantization.quant_method : undefined,
+        layerKinds,
+        slidingWindow: layerKinds.includes("sliding_attention") ? positiveInteger(source, text, "sliding_window") : undefined,
+        linearAttention,
+    };
+}
+
+/** Total bytes of the `*.safetensors` files of a model directory: the weights to be loaded. */
+export function safetensorsWeightBytes(modelDir: ModelDirFacts): number {
+    return modelDir.files.filter((file) => file.name.endsWith(".safetensors")).reduce((sum, file) => sum + file.bytes, 0);
+}
+
+/**
+ * Bytes per element of the KV cache for vLLM's `--kv-cache-dtype`. "auto" follows the model's
+ * compute dtype, which vLLM runs in 16 bits (bf16/fp16) even for FP8 or MXFP4 weight checkpoints.
+ */
+export function kvCacheDtypeBytes(kvCacheDtype: string): number {
+    if (kvCacheDtype === "auto" || dtypeBytes(kvCacheDtype) === 2) {
+        return 2;
+    }
+    if (kvCacheDtype.startsWith("fp8")) {
+        return 1;
+    }
+    if (dtypeBytes(kvCacheDtype) === 4) {
+        return 4;
+    }
+    throw new FitError([`unknown KV cache dtype ${JSON.stringify(kvCacheDtype)} (expected auto, bfloat16, float16, fp8, fp8_e4m3 or fp8_e5m2)`]);
+}
+
+/** The `--kv-cache-dtype` value in extra vLLM arguments (`--kv-cache-dtype fp8` or `=fp8`), else "auto". */
+export function kvCacheDtypeFromArgs(args: readonly string[]): string {
+    for (let index = 0; index < args.length; index++) {
+        const [flag, inline] = args[index].split(/=(.*)/s);
+        if (flag === "--kv-cache-dtype") {
+            return inline ?? args[index + 1] ?? "auto";
+        }
+    }
+    return "auto";
+}
+
+/** A node as the planner sees it: its memory before `gpu-memory-utilization`, per GPU. */
+export interface FitNode {
+    readonly name: string;
+    /** Memory of one GPU: reported GPU memory, or on GB10 MemTotal less the OS reserve. */
+    readonly memoryBytes: number;
+    /** GPUs (ranks) on the node; 1 on a DGX Spark. */
+    readonly gpus?: number;
+}
+
+/** A {@link FitNode} from probed facts, with the same OS reserve as {@link usableMemoryBytes}. */
+export function fitNodeFromFacts(name: string, facts: NodeFacts, osReserveBytes?: number): FitNode {
+    return { name, memoryBytes: usableMemoryBytes(facts, 1, osReserveBytes), gpus: Math.max(1, facts.gpus.length) };
+}
+
+/**
+ * Layers per pipeline stage, as vLLM's `get_pp_indices` splits them: evenly, with the remainder
+ * going one each to the stages before the last (the last one also holds the final norm and head).
+ */
+export function pipelineStageLayerCounts(numHiddenLayers: number, pipelineParallel: number): number[] {
+    const counts = Array.from({ length: pipelineParallel }, () => Math.floor(numHiddenLayers / pipelineParallel));
+    for (let extra = 0; extra < numHiddenLayers % pipelineParallel; extra++) {
+        counts[pipelineParallel - 2 - extra] += 1;
+    }
+    return counts;
+}
+
+/**
+ * Refuses a TP/PP split vLLM would refuse: TP must divide the attention heads, TP and the KV heads
+ * must divide one another (vLLM replicates KV heads when TP is larger), linear-attention heads must
+ * split evenly too, and PP cannot exceed the hidden layers.
+ */
+export function checkParallelism(model: ModelConfig, tensorParallel: number, pipelineParallel: number): void {
+    const problems: string[] = [];
+    for (const [label, value] of [
+        ["tensor parallelism", tensorParallel],
+        ["pipeline parallelism", pipelineParallel],
+    ] as const) {
+        if (!Number.isInteger(value) || value < 1) {
+            problems.push(`${label} is ${value}, expected a positive integer`);
+        }
+    }
+    if (problems.length > 0) {
+        throw new FitError(problems);
+    }
+    if (model.numAttentionHeads % tensorParallel !== 0) {
+        problems.push(`TP=${tensorParallel} does not divide the model's ${model.numAttentionHeads} attention heads`);
+    }
+    const kv = model.numKeyValueHeads;
+    if (kv % tensorParallel !== 0 && tensorParallel % kv !== 0) {
+        problems.push(
+            `TP=${tensorParallel} and the model's ${kv} KV heads do not divide one another (vLLM splits KV heads when TP ≤ ${kv} and replicates them when TP is a multiple of ${kv})`,
+        );
+    }
+    const linear = model.linearAttention;
+    if (linear && (linear.numKeyHeads % tensorParallel !== 0 || linear.numValueHeads % tensorParallel !== 0)) {
+        problems.push(
+            `TP=${tensorParallel} does not divide the model's ${linear.numKeyHeads} key / ${linear.numValueHeads} value linear-attention heads`,
+        );
+    }
+    if (pipelineParallel > model.numHiddenLayers) {
+        problems.push(`PP=${pipelineParallel} exceeds the model's ${model.numHiddenLayers} hidden layers`);
+    }
+    if (problems.length > 0) {
+        throw new FitError(problems);
+    }
+}
+
+/** KV heads one rank holds: its share of them, or one replica when TP exceeds them. */
+export function kvHeadsPerRank(model: ModelConfig, tensorParallel: number): number {
+    return Math.max(1, model.numKeyValueHeads / tensorParallel);
+}
+
+/** What one sequence costs a rank: bytes per token that grow with it, and bytes it holds regardless. */
+export interface SequenceCost {
+    /** KV bytes per token on the rank (`full_attention` layers of its stage). */
+    readonly kvBytesPerToken: number;
+    /** Bytes per sequence that do not grow past `max-model-len`: sliding windows and linear-attention state. */
+    readonly fixedBytesPerSequence: number;
+}
+
+/** The per-rank cost of one sequence for the layers in `layerKinds` (one pipeline stage). */
+export function sequenceCost(
+    model: ModelConfig,
+    layerKinds: readonly LayerKind[],
+    tensorParallel: number,
+    kvDtypeBytes: number,
+    maxModelLen: number,
+): SequenceCost {
+    const perLayerPerToken = 2 * kvHeadsPerRank(model, tensorParallel) * model.headDim * kvDtypeBytes;
+    const count = (kind: LayerKind) => layerKinds.filter((layer) => layer === kind).length;
+    const slidingBytes = count("sliding_attention") * perLayerPerToken * Math.min(model.slidingWindow ?? maxModelLen, maxModelLen);
+    const linear = model.linearAttention;
+    const linearBytes = linear
+        ? count("linear_attention") *
+          // Causal-conv state over q, k and v for kernel−1 steps, plus the recurrent state per value head;
+          // both sharded by TP (vLLM's MambaStateShapeCalculator.gated_delta_net_state_shape).
+          (((2 * linear.numKeyHeads * linear.keyHeadDim + linear.numValueHeads * linear.valueHeadDim) / tensorParallel) *
+              (linear.convKernelSize - 1) *
+              linear.convStateDtypeBytes +
+              (linear.numValueHeads / tensorParallel) * linear.keyHeadDim * linear.valueHeadDim * linear.recurrentStateDtypeBytes)
+        : 0;
+    return { kvBytesPerToken: count("full_attention") * perLayerPerToken, fixedBytesPerSequence: slidingBytes + linearBytes };
+}
+
+/** What {@link planFit} needs. */
+export interface FitRequest {
+    readonly model: ModelConfig;
+    /** For the printed plan, e.g. the served model name. */
+    readonly modelName?: string;
+    /** Sum of the `*.safetensors` files ({@link safetensorsWeightBytes}). */
+    readonly weightBytes: number;
+    readonly tensorParallel: number;
+    readonly pipelineParallel: number;
+    /** In rank order: node 0 takes the first ranks (the Ray head), and so on. */
+    readonly nodes: readonly FitNode[];
+    readonly gpuMemoryUtilization: number;
+    /** Defaults to the model's `max_position_embeddings`, as vLLM does. */
+    readonly maxModelLen?: number;
+    /** vLLM's `--kv-cache-dtype`; default "auto". */
+    readonly kvCacheDtype?: string;
+    /** Default {@link RUNTIME_OVERHEAD_BYTES_PER_RANK}. */
+    readonly runtimeOverheadBytesPerRank?: number;
+}
+
+/** One node of a plan; the figures are per rank (per GPU) on it. */
+export interface NodeFit {
+    readonly name: string;
+    readonly ranks: readonly number[];
+    readonly pipelineStages: readonly number[];
+    /** Memory before `gpu-memory-utilization`. */
+    readonly memoryBytes: number;
+    /** `gpu-memory-utilization` × memory. */
+    readonly usableBytes: number;
+    readonly weightsBytes: number;
+    readonly overheadBytes: number;
+    /** What is left for the KV cache (and linear-attention state). */
+    readonly kvBytes: number;
+    readonly kvBytesPerToken: number;
+    readonly fixedBytesPerSequence: number;
+    /** Tokens of KV cache the room holds (Infinity when the stage has no full-attention layer). */
+    readonly kvTokens: number;
+    /** Whole `max-model-len` sequences that fit at once, fixed per-sequence state included. */
+    readonly maxConcurrentSequences: number;
+}
+
+/** The outcome of {@link planFit}: the model fits, and this is how. */
+export interface FitPlan {
+    readonly modelName?: string;
+    readonly weightBytes: number;
+    readonly tensorParallel: number;
+    readonly pipelineParallel: number;
+    readonly gpuMemoryUtilization: number;
+    readonly maxModelLen: number;
+    readonly kvCacheDtypeBytes: number;
+    readonly runtimeOverheadBytesPerRank: number;
+    /** Nodes that hold at least one rank, in rank order. */
+    readonly nodes: readonly NodeFit[];
+    /** The smallest over the nodes: what the deployment can serve at once. */
+    readonly maxConcurrentSequences: number;
+}
+
+/** GiB with one decimal, e.g. "59.2 GiB". */
+export function formatGiB(bytes: number): string {
+    return `${(bytes / GIB).toFixed(1)} GiB`;
+}
+
+function checkRequest(request: FitRequest, maxModelLen: number | undefined): asserts maxModelLen is number {
+    const problems: string[] = [];
+    if (!(request.gpuMemoryUtilization > 0 && request.gpuMemoryUtilization <= 1)) {
+        problems.push(`gpu-memory-utilization is ${request.gpuMemoryUtilization}, expected a fraction in (0, 1]`);
+    }
+    if (!(request.weightBytes > 0)) {
+        problems.push(`the model directory has ${request.weightBytes} bytes of *.safetensors weights`);
+    }
+    if (maxModelLen === undefined) {
+        problems.push("no max-model-len: the config has no max_position_embeddings; set vllm.maxModelLen");
+    } else if (!Number.isInteger(maxModelLen) || maxModelLen < 1) {
+        problems.push(`max-model-len is ${maxModelLen}, expected a positive integer`);
+    }
+    if (problems.length > 0) {
+        throw new FitError(problems);
+    }
+}
+
+/** Assigns ranks 0..TP×PP−1 to nodes in order, `gpus` per node; refuses when there are too few GPUs. */
+function assignRanks(nodes: readonly FitNode[], worldSize: number, tensorParallel: number, pipelineParallel: number): number[][] {
+    const slots = nodes.reduce((sum, node) => sum + (node.gpus ?? 1), 0);
+    if (slots < worldSize) {
+        throw new FitError([
+            `TP×PP = ${tensorParallel}×${pipelineParallel} needs ${worldSize} GPUs but the nodes have ${slots} (${nodes
+                .map((node) => `${node.name}: ${node.gpus ?? 1}`)
+                .join(", ")})`,
+        ]);
+    }
+    let next = 0;
+    return nodes.map((node) => {
+        const ranks: number[] = [];
+        for (let gpu = 0; gpu < (node.gpus ?? 1) && next < worldSize; gpu++) {
+            ranks.push(next++);
+        }
+        return ranks;
+    });
+}
+
+/**
+ * Plans TP×PP of the model over the nodes, or throws {@link FitError} with every node that lacks
+ * memory for its weights, or whose KV room cannot hold one `max-model-len` sequence.
+ */
+export function planFit(request: FitRequest): FitPlan {
+    const { model, tensorParallel, pipelineParallel, gpuMemoryUtilization } = request;
+    const maxModelLen = request.maxModelLen ?? model.maxPositionEmbeddings;
+    checkRequest(request, maxModelLen);
+    checkParallelism(model, tensorParallel, pipelineParallel);
+    const worldSize = tensorParallel * pipelineParallel;
+    const ranksByNode = assignRanks(request.nodes, worldSize, tensorParallel, pipelineParallel);
+    const kvDtypeBytes = kvCacheDtypeBytes(request.kvCacheDtype ?? "auto");
+    const overheadBytes = request.runtimeOverheadBytesPerRank ?? RUNTIME_OVERHEAD_BYTES_PER_RANK;
+    const weightsBytes = Math.ceil(request.weightBytes / worldSize);
+
+    const stageCounts = pipelineStageLayerCounts(model.numHiddenLayers, pipelineParallel);
+    const stageCosts = stageCounts.map((count, stage) => {
+        const first = stageCounts.slice(0, stage).reduce((sum, layers) => sum + layers, 0);
+        return sequenceCost(model, model.layerKinds.slice(first, first + count), tensorParallel, kvDtypeBytes, maxModelLen);
+    });
+
+    const problems: string[] = [];
+    const nodes: NodeFit[] = [];
+    request.nodes.forEach((node, index) => {
+        const ranks = ranksByNode[index];
+        if (ranks.length === 0) {
+            return;
+        }
+        const pipelineStages = [...new Set(ranks.map((rank) => Math.floor(rank / tensorParallel)))];
+        // The rank on this node whose stage costs most per sequence decides for the node.
+        const cost = pipelineStages
+            .map((stage) => stageCosts[stage])
+            .reduce((worst, candidate) =>
+                candidate.kvBytesPerToken * maxModelLen + candidate.fixedBytesPerSequence > worst.kvBytesPerToken * maxModelLen + worst.fixedBytesPerSequence
+                    ? candidate
+                    : worst,
+            );
+        const usableBytes = Math.floor(node.memoryBytes * gpuMemoryUtilization);
+        const neededBytes = weightsBytes + overheadBytes;
+        if (neededBytes > usableBytes) {
+            problems.push(
+                `model needs ${formatGiB(neededBytes)} per rank (${formatGiB(weightsBytes)} of weights + ${formatGiB(overheadBytes)} runtime overhead), ` +
+                    `${node.name} has ${formatGiB(usableBytes)} usable (${gpuMemoryUtilization} × ${formatGiB(node.memoryBytes)})`,
+            );
+            return;
+        }
+        const kvBytes = usableBytes - neededBytes;
+        const sequenceBytes = cost.kvBytesPerToken * maxModelLen + cost.fixedBytesPerSequence;
+        if (sequenceBytes > kvBytes) {
+            problems.push(
+                `max-model-len ${maxModelLen} needs ${formatGiB(sequenceBytes)} of KV cache per sequence on a rank, ` +
+                    `${node.name} has ${formatGiB(kvBytes)} left after ${formatGiB(neededBytes)} of weights and overhead ` +
+                    `(room for ${cost.kvBytesPerToken > 0 ? Math.floor(kvBytes / cost.kvBytesPerToken) : 0} tokens); ` +
+                    `lower vllm.maxModelLen, raise gpu-memory-utilization or add ranks`,
+            );
+            return;
+        }
+        nodes.push({
+            name: node.name,
+            ranks,
+            pipelineStages,
+            memoryBytes: node.memoryBytes,
+            usableBytes,
+            weightsBytes,
+            overheadBytes,
+            kvBytes,
+            kvBytesPerToken: cost.kvBytesPerToken,
+            fixedBytesPerSequence: cost.fixedBytesPerSequence,
+            kvTokens: cost.kvBytesPerToken > 0 ? Math.floor(kvBytes / cost.kvBytesPerToken) : Number.POSITIVE_INFINITY,
+            maxConcurrentSequences: sequenceBytes > 0 ? Math.floor(kvBytes / sequenceBytes) : Number.POSITIVE_INFINITY,
+        });
+    });
+    if (problems.length > 0) {
+        throw new FitError(problems);
+    }
+    return {
+        modelName: request.modelName,
+        weightBytes: request.weightBytes,
+        tensorParallel,
+        pipelineParallel,
+        gpuMemoryUtilization,
+        maxModelLen,
+        kvCacheDtypeBytes: kvDtypeBytes,
+        runtimeOverheadBytesPerRank: overheadBytes,
+        nodes,
+        maxConcurrentSequences: Math.min(...nodes.map((node) => node.maxConcurrentSequences)),
+    };
+}
+
+function table(rows: readonly (readonly string[])[]): string {
+    const widths = rows[0].map((_, column) => Math.max(...rows.map((row) => row[column].length)));
+    return rows.map((row) => row.map((cell, column) => cell.padEnd(widths[column])).join("  ").trimEnd()).join("\n");
+}
+
+/** The plan as a short table (GiB with one decimal), for `pulumi.log.info` during preview. */
+export function describeFitPlan(plan: FitPlan): string {
+    const count = (value: number) => (Number.isFinite(value) ? String(value) : "unbounded");
+    const header =
+        `fit: ${plan.modelName ? `${plan.modelName}, ` : ""}${formatGiB(plan.weightBytes)} of weights, TP=${plan.tensorParallel} × PP=${plan.pipelineParallel}, ` +
+        `gpu-memory-utilization ${plan.gpuMemoryUtilization}, max-model-len ${plan.maxModelLen}, ` +
+        `KV cache ${plan.kvCacheDtypeBytes} B/element, runtime overhead ${formatGiB(plan.runtimeOverheadBytesPerRank)}/rank`;
+    const rows = [
+        ["node", "ranks", "usable", "weights", "KV room", "KV tokens", "max seqs"],
+        ...plan.nodes.map((node) => [
+            node.name,
+            node.ranks.join(","),
+            formatGiB(node.usableBytes),
+            formatGiB(node.weightsBytes),
+            formatGiB(node.kvBytes),
+            count(node.kvTokens),
+            count(node.maxConcurrentSequences),
+        ]),
+    ];
+    const sequences = plan.maxConcurrentSequences === 1 ? "sequence" : "sequences";
+    return `${header}\n${table(rows)}\nat most ${count(plan.maxConcurrentSequences)} concurrent ${sequences} of ${plan.maxModelLen} tokens`;
+}

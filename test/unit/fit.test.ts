@@ -1,0 +1,541 @@
+import * as fs from "fs";
+import * as path from "path";
+import { describe, expect, it } from "vitest";
+import { NodeFacts } from "../../infra/facts";
+import {
+    FitError,
+    FitNode,
+    FitRequest,
+    GIB,
+    LayerKind,
+    ModelConfig,
+    RUNTIME_OVERHEAD_BYTES_PER_RANK,
+    checkParallelism,
+    describeFitPlan,
+    fitNodeFromFacts,
+    kvCacheDtypeBytes,
+    kvCacheDtypeFromArgs,
+    parseModelConfig,
+    pipelineStageLayerCounts,
+    planFit,
+    safetensorsWeightBytes,
+    sequenceCost,
+} from "../../infra/fit";
+
+const modelFixture = (name: string) => fs.readFileSync(path.join(__dirname, "..", "fixtures", "models", name), "utf8");
+const MIB = 1024 ** 2;
+
+// ---------------------------------------------------------------------------------------------
+// Sources of every number below (never invented; see also test/fixtures/models/README.md).
+//
+// DGX Spark memory. MemTotal 124571956 kB is the /proc/meminfo value this repository's facts tests
+//   already use for a Spark (test/unit/facts.test.ts). Public reports put a Spark's pool a little
+//   higher: leptonai/gpud PR #1170 (https://github.com/leptonai/gpud/pull/1170) logs a GB10 system
+//   memory total of 128,501,256,192 B (119.7 GiB); Entrpi/qwen3.5-122B-A10B-on-spark docs/FINDINGS.md
+//   says "128 GB / 119 GiB unified". 124571956 kB (118.8 GiB) is the conservative end; a row below
+//   shows the verdict does not change with the gpud figure.
+//
+// Qwen/Qwen3.5-122B-A10B-FP8 (revision a099dee70ccfcd8d5dda56aaa0b60cb8ecadabc9). Its config.json
+//   text was not findable in the stored sources, so no fixture file: the fields are cited instead.
+//   - weights: metadata.total_size 127,152,313,312 B of
+//     https://huggingface.co/Qwen/Qwen3.5-122B-A10B-FP8/blob/main/model.safetensors.index.json, as
+//     read in a public model-size audit (the shard files themselves sum to 127,163,011,832 B).
+//     Cross-check: a two-Spark TP=2 deployment log records "Memory: 59.1 GiB/node"; the planner's
+//     127,152,313,312 / 2 is 59.2 GiB.
+//   - 48 layers, "36 linear attention + 12 full attention, repeating 3:1 pattern"
+//     (https://hugingapi.com/btbtyler09/Qwen3.5-122B-A10B-GPTQ-4bit, model card of a quant of it);
+//     32 attention heads, hidden size 3072, 262K context
+//     (https://docs.vultr.com/models/alibaba-qwen-35/qwen3.5-122b-a10b/nvidia).
+//   - 2 KV heads × head_dim 256; Gated DeltaNet 16 key / 64 value heads × 128, conv kernel 4: the
+//     values public model-spec tables give for this model, and confirmed by alibaba/InferSim PR #11
+//     (https://github.com/alibaba/InferSim/pull/11), whose simulator prints for this model
+//     "Current per-req full attn KV cache size (MB): 72.00" (TP=2, 4096 + 2048 tokens) and
+//     "Current per-req states size (MB): 146.53"; the test "matches InferSim" reproduces both.
+//   - recurrent state in float32: "mamba_ssm_dtype": "float32" in the Qwen3.5-35B-A3B fixture
+//     (same family); it is also what makes the 146.53 MB above come out exactly.
+//   - KV cache: NVIDIA Dynamo's recipe for this checkpoint says "FP8 weights, BF16 KV"
+//     (https://docs.nvidia.com/dynamo/v1.4.0/recipes/qwen3-5-122b.md): kv-cache-dtype auto = 2 B.
+//
+// Qwen/Qwen3-30B-A3B (BF16).
+//   - weights: metadata.total_size 61,064,245,248 B of
+//     https://huggingface.co/Qwen/Qwen3-30B-A3B/blob/main/model.safetensors.index.json (the figure a
+//     public Go test asserts for its vendored copy of that file).
+//   - config (https://huggingface.co/Qwen/Qwen3-30B-A3B/blob/main/config.json): 48 layers,
+//     32 heads, 4 KV heads, head_dim 128, max_position_embeddings 40960, bfloat16 — as also in
+//     Ascend MindSpeed-RL configs/model/qwen3_30b_a3b.yaml (num_layers 48, num_attention_heads 32,
+//     num_query_groups 4, kv_channels 128, max_position_embeddings 40960).
+//
+// meta-llama/Llama-3.1-8B-Instruct (BF16).
+//   - weights: the four shard sizes from the Git LFS pointers of a ModelScope mirror on GitHub,
+//     NoahIsARider/DoNotExpectTooMuchFromTheEndOfTheWorld@3d5913f
+//     Meta-Llama-3.1-8B-Instruct/model-0000{1,2,3,4}-of-00004.safetensors:
+//     4,976,698,672 + 4,999,802,720 + 4,915,916,176 + 1,168,138,808 B. Shards 1 and 3 carry the
+//     sha256 (2b1879f3…, fc1cdddd…) of the copies on huggingface.co (rombodawg/…-reuploaded,
+//     unsloth/Meta-Llama-3.1-8B-Instruct). Their tensors are the metadata.total_size 16,060,522,496 B
+//     that the Hugging Face hub docs (docs/hub/transformers.md) show for a 4-shard Llama 8B index.
+//   - 32 layers, 32 heads, 8 KV heads, hidden 4096, max length 131,072: oumi
+//     configs/recipes/llama3_1/README.md "Model Info" (8B), same in the Llama-3.1-8B config.json
+//     NVIDIA TensorRT-LLM copies into its tests (LLAMA_3_1_8B_CONFIG).
+//
+// meta-llama/Llama-3.1-70B-Instruct (BF16).
+//   - weights: metadata.total_size 141,107,412,992 B of its model.safetensors.index.json (quoted by
+//     public copies of that index, e.g. a model-inventory test fixture for
+//     /models/meta/Llama-3.1-70B-Instruct).
+//   - 80 layers, 64 heads, 8 KV heads, hidden 8192, 131,072: oumi README "Model Info" (70B).
+//
+// Head counts only (for the divisibility refusals):
+//   - Qwen3.5-27B: 64 layers, 24 heads, 4 KV heads (query groups), kv_channels 256
+//     (THUDM/slime scripts/models/qwen3.5-27B.sh), layout 16 × (3 Gated DeltaNet + 1 Gated Attention)
+//     (Qwen/Qwen3.5-27B README on huggingface.co).
+//   - Qwen3-235B-A22B: 94 layers, 64 heads, 4 KV heads, kv_channels 128
+//     (zyzshishui/slime scripts/models/qwen3-235B-A22B.sh).
+// ---------------------------------------------------------------------------------------------
+
+const SPARK_MEMTOTAL_KB = 124_571_956;
+const GPUD_SPARK_TOTAL_BYTES = 128_501_256_192;
+
+function sparkFacts(memTotalBytes = SPARK_MEMTOTAL_KB * 1024): NodeFacts {
+    return {
+        hostname: "spark",
+        gpus: [{ index: 0, name: "NVIDIA GB10", memoryMiB: undefined }],
+        memTotalBytes,
+        memAvailableBytes: memTotalBytes,
+        interfaces: [],
+        hcas: [],
+        model: { exists: true, files: [], totalBytes: 0 },
+    };
+}
+
+const spark = (name: string, memTotalBytes?: number): FitNode => fitNodeFromFacts(name, sparkFacts(memTotalBytes));
+const sparks = (count: number, memTotalBytes?: number) => Array.from({ length: count }, (_, index) => spark(`spark${index + 1}`, memTotalBytes));
+
+const fullAttention = (layers: number): LayerKind[] => Array.from({ length: layers }, () => "full_attention");
+const everyFourthFull = (layers: number): LayerKind[] =>
+    Array.from({ length: layers }, (_, index) => ((index + 1) % 4 === 0 ? "full_attention" : "linear_attention"));
+
+const QWEN35_122B_A10B_FP8: ModelConfig = {
+    numHiddenLayers: 48,
+    numAttentionHeads: 32,
+    numKeyValueHeads: 2,
+    headDim: 256,
+    maxPositionEmbeddings: 262_144,
+    dtype: "bfloat16",
+    quantMethod: "fp8",
+    layerKinds: everyFourthFull(48),
+    linearAttention: { numKeyHeads: 16, numValueHeads: 64, keyHeadDim: 128, valueHeadDim: 128, convKernelSize: 4, convStateDtypeBytes: 2, recurrentStateDtypeBytes: 4 },
+};
+const QWEN35_122B_A10B_FP8_WEIGHTS = 127_152_313_312;
+
+const QWEN3_30B_A3B: ModelConfig = {
+    numHiddenLayers: 48,
+    numAttentionHeads: 32,
+    numKeyValueHeads: 4,
+    headDim: 128,
+    maxPositionEmbeddings: 40_960,
+    dtype: "bfloat16",
+    layerKinds: fullAttention(48),
+};
+const QWEN3_30B_A3B_WEIGHTS = 61_064_245_248;
+
+const LLAMA31_8B_INSTRUCT: ModelConfig = {
+    numHiddenLayers: 32,
+    numAttentionHeads: 32,
+    numKeyValueHeads: 8,
+    headDim: 4096 / 32,
+    maxPositionEmbeddings: 131_072,
+    dtype: "bfloat16",
+    layerKinds: fullAttention(32),
+};
+const LLAMA31_8B_INSTRUCT_SHARDS = [4_976_698_672, 4_999_802_720, 4_915_916_176, 1_168_138_808];
+
+const LLAMA31_70B_INSTRUCT: ModelConfig = {
+    numHiddenLayers: 80,
+    numAttentionHeads: 64,
+    numKeyValueHeads: 8,
+    headDim: 8192 / 64,
+    maxPositionEmbeddings: 131_072,
+    dtype: "bfloat16",
+    layerKinds: fullAttention(80),
+};
+const LLAMA31_70B_INSTRUCT_WEIGHTS = 141_107_412_992;
+
+const QWEN35_27B_HEADS: ModelConfig = {
+    numHiddenLayers: 64,
+    numAttentionHeads: 24,
+    numKeyValueHeads: 4,
+    headDim: 256,
+    layerKinds: everyFourthFull(64),
+};
+const QWEN3_235B_A22B_HEADS: ModelConfig = {
+    numHiddenLayers: 94,
+    numAttentionHeads: 64,
+    numKeyValueHeads: 4,
+    headDim: 128,
+    layerKinds: fullAttention(94),
+};
+
+const failure = (request: FitRequest): FitError => {
+    try {
+        planFit(request);
+    } catch (error) {
+        expect(error).toBeInstanceOf(FitError);
+        return error as FitError;
+    }
+    throw new Error("expected planFit to refuse");
+};
+
+describe("parseModelConfig, on real config.json files", () => {
+    it("reads the nested text_config of a multimodal hybrid Qwen3.5 MoE (Qwen3.5-35B-A3B)", () => {
+        const model = parseModelConfig(modelFixture("Qwen3.5-35B-A3B.config.json"));
+        expect(model).toMatchObject({
+            numHiddenLayers: 40,
+            numAttentionHeads: 16,
+            numKeyValueHeads: 2,
+            headDim: 256,
+            maxPositionEmbeddings: 262_144,
+            dtype: "bfloat16",
+            quantMethod: undefined,
+            slidingWindow: undefined,
+            linearAttention: { numKeyHeads: 16, numValueHeads: 32, keyHeadDim: 128, valueHeadDim: 128, convKernelSize: 4, convStateDtypeBytes: 2, recurrentStateDtypeBytes: 4 },
+        });
+        expect(model.layerKinds.filter((kind) => kind === "full_attention")).toHaveLength(10);
+        expect(model.layerKinds.slice(0, 4)).toEqual(["linear_attention", "linear_attention", "linear_attention", "full_attention"]);
+    });
+
+    it("derives the same layers from full_attention_interval when layer_types is absent", () => {
+        const config = JSON.parse(modelFixture("Qwen3.5-35B-A3B.config.json"));
+        delete config.text_config.layer_types;
+        expect(parseModelConfig(JSON.stringify(config)).layerKinds).toEqual(parseModelConfig(modelFixture("Qwen3.5-35B-A3B.config.json")).layerKinds);
+    });
+
+    it("reads a flat dense config and derives head_dim from hidden_size (Meta-Llama-3-8B)", () => {
+        expect(parseModelConfig(modelFixture("Meta-Llama-3-8B.config.json"))).toEqual({
+            numHiddenLayers: 32,
+            numAttentionHeads: 32,
+            numKeyValueHeads: 8,
+            headDim: 128,
+            maxPositionEmbeddings: 8192,
+            dtype: "bfloat16",
+            quantMethod: undefined,
+            layerKinds: fullAttention(32),
+            slidingWindow: undefined,
+            linearAttention: undefined,
+        });
+    });
+
+    it("reads quantization_config from the top level of a multimodal config", () => {
+        const config = JSON.parse(modelFixture("Qwen3.5-35B-A3B.config.json"));
+        config.quantization_config = { quant_method: "fp8", fmt: "e4m3", weight_block_size: [128, 128] };
+        expect(parseModelConfig(JSON.stringify(config)).quantMethod).toBe("fp8");
+    });
+
+    it.each([
+        ["{", /config\.json is not JSON/],
+        ["[]", /config\.json is not a JSON object/],
+        ['{"num_attention_heads": 32}', /config\.json: num_hidden_layers is undefined, expected a positive integer/],
+        ['{"num_hidden_layers": 2, "num_attention_heads": 3, "hidden_size": 100}', /no head_dim, and hidden_size 100 is not a multiple of num_attention_heads 3/],
+        ['{"num_hidden_layers": 2, "num_attention_heads": 4, "head_dim": 8, "layer_types": ["full_attention"]}', /layer_types has 1 entries for 2 hidden layers/],
+    ])("refuses %s", (text, message) => {
+        expect(() => parseModelConfig(text)).toThrow(FitError);
+        expect(() => parseModelConfig(text)).toThrow(message);
+    });
+});
+
+describe("sequence cost, cross-checked with alibaba/InferSim PR #11 for Qwen3.5-122B-A10B", () => {
+    it("matches InferSim: 72.00 MB of full-attention KV per 4096+2048-token request at TP=2", () => {
+        const { kvBytesPerToken } = sequenceCost(QWEN35_122B_A10B_FP8, QWEN35_122B_A10B_FP8.layerKinds, 2, 2, 6144);
+        // 12 full-attention layers × K,V × 1 KV head per rank × 256 × 2 B.
+        expect(kvBytesPerToken).toBe(12 * 2 * 1 * 256 * 2);
+        expect(((kvBytesPerToken * 6144) / MIB).toFixed(2)).toBe("72.00");
+    });
+
+    it("matches InferSim: 146.53 MB of Gated DeltaNet state per request for the whole model", () => {
+        const { fixedBytesPerSequence } = sequenceCost(QWEN35_122B_A10B_FP8, QWEN35_122B_A10B_FP8.layerKinds, 1, 2, 6144);
+        expect((fixedBytesPerSequence / MIB).toFixed(2)).toBe("146.53");
+        // vLLM shards that state by TP.
+        expect(sequenceCost(QWEN35_122B_A10B_FP8, QWEN35_122B_A10B_FP8.layerKinds, 2, 2, 6144).fixedBytesPerSequence).toBe(fixedBytesPerSequence / 2);
+    });
+
+    it("replicates KV heads once TP exceeds them: TP=4 holds as much KV per token as TP=2", () => {
+        const perToken = (tp: number) => sequenceCost(QWEN35_122B_A10B_FP8, QWEN35_122B_A10B_FP8.layerKinds, tp, 2, 1).kvBytesPerToken;
+        expect(perToken(4)).toBe(perToken(2));
+        expect(perToken(1)).toBe(2 * perToken(2));
+    });
+
+    it("bounds sliding-window layers by the window (arithmetic only, no model)", () => {
+        const model: ModelConfig = { numHiddenLayers: 2, numAttentionHeads: 4, numKeyValueHeads: 2, headDim: 8, layerKinds: ["sliding_attention", "full_attention"], slidingWindow: 16 };
+        expect(sequenceCost(model, model.layerKinds, 1, 2, 1000)).toEqual({ kvBytesPerToken: 2 * 2 * 8 * 2, fixedBytesPerSequence: 16 * 2 * 2 * 8 * 2 });
+        expect(sequenceCost(model, model.layerKinds, 1, 2, 10).fixedBytesPerSequence).toBe(10 * 2 * 2 * 8 * 2);
+    });
+});
+
+describe("planFit: models that fit, table-driven", () => {
+    const base = { gpuMemoryUtilization: 0.9 };
+    // Expected per-node figures: weights per rank, KV tokens, max concurrent sequences at max-model-len.
+    it.each<[string, FitRequest, { nodes: string[]; weightsGiB: string; kvTokens: number; maxSequences: number; maxModelLen: number }]>([
+        [
+            "Qwen3.5-122B-A10B-FP8 on two Sparks, TP=2 at 0.9",
+            { ...base, model: QWEN35_122B_A10B_FP8, weightBytes: QWEN35_122B_A10B_FP8_WEIGHTS, tensorParallel: 2, pipelineParallel: 1, nodes: sparks(2) },
+            { nodes: ["spark1", "spark2"], weightsGiB: "59.2 GiB", kvTokens: 3_277_766, maxSequences: 12, maxModelLen: 262_144 },
+        ],
+        [
+            "Qwen3.5-122B-A10B-FP8 on two Sparks with gpud's larger memory total",
+            {
+                ...base,
+                model: QWEN35_122B_A10B_FP8,
+                weightBytes: QWEN35_122B_A10B_FP8_WEIGHTS,
+                tensorParallel: 2,
+                pipelineParallel: 1,
+                nodes: sparks(2, GPUD_SPARK_TOTAL_BYTES),
+            },
+            { nodes: ["spark1", "spark2"], weightsGiB: "59.2 GiB", kvTokens: 3_346_582, maxSequences: 12, maxModelLen: 262_144 },
+        ],
+        [
+            "Qwen3.5-122B-A10B-FP8 on two Sparks, PP=2 (6 full-attention layers per stage)",
+            { ...base, model: QWEN35_122B_A10B_FP8, weightBytes: QWEN35_122B_A10B_FP8_WEIGHTS, tensorParallel: 1, pipelineParallel: 2, nodes: sparks(2) },
+            { nodes: ["spark1", "spark2"], weightsGiB: "59.2 GiB", kvTokens: 3_277_766, maxSequences: 12, maxModelLen: 262_144 },
+        ],
+        [
+            "Qwen3.5-122B-A10B-FP8 on four Sparks, TP=4 (2 KV heads replicated)",
+            { ...base, model: QWEN35_122B_A10B_FP8, weightBytes: QWEN35_122B_A10B_FP8_WEIGHTS, tensorParallel: 4, pipelineParallel: 1, nodes: sparks(4) },
+            { nodes: ["spark1", "spark2", "spark3", "spark4"], weightsGiB: "29.6 GiB", kvTokens: 5_864_686, maxSequences: 22, maxModelLen: 262_144 },
+        ],
+        [
+            "Qwen3-30B-A3B (BF16) on one Spark",
+            { ...base, model: QWEN3_30B_A3B, weightBytes: QWEN3_30B_A3B_WEIGHTS, tensorParallel: 1, pipelineParallel: 1, nodes: sparks(1) },
+            { nodes: ["spark1"], weightsGiB: "56.9 GiB", kvTokens: 435_273, maxSequences: 10, maxModelLen: 40_960 },
+        ],
+        [
+            "Qwen3-30B-A3B (BF16), TP=2 on one node with two 80 GB GPUs",
+            {
+                ...base,
+                model: QWEN3_30B_A3B,
+                weightBytes: QWEN3_30B_A3B_WEIGHTS,
+                tensorParallel: 2,
+                pipelineParallel: 1,
+                // 81559 MiB: what nvidia-smi reports for an H100 80GB (as in facts.test.ts).
+                nodes: [fitNodeFromFacts("h100x2", { ...sparkFacts(), gpus: [0, 1].map((index) => ({ index, name: "NVIDIA H100 80GB HBM3", memoryMiB: 81559 })) })],
+            },
+            { nodes: ["h100x2"], weightsGiB: "28.4 GiB", kvTokens: 879_219, maxSequences: 21, maxModelLen: 40_960 },
+        ],
+        [
+            "Llama-3.1-8B-Instruct (BF16) on one Spark",
+            { ...base, model: LLAMA31_8B_INSTRUCT, weightBytes: LLAMA31_8B_INSTRUCT_SHARDS.reduce((a, b) => a + b), tensorParallel: 1, pipelineParallel: 1, nodes: sparks(1) },
+            { nodes: ["spark1"], weightsGiB: "15.0 GiB", kvTokens: 669_805, maxSequences: 5, maxModelLen: 131_072 },
+        ],
+        [
+            "Llama-3.1-70B-Instruct (BF16) on two Sparks, TP=2",
+            { ...base, model: LLAMA31_70B_INSTRUCT, weightBytes: LLAMA31_70B_INSTRUCT_WEIGHTS, tensorParallel: 2, pipelineParallel: 1, nodes: sparks(2) },
+            { nodes: ["spark1", "spark2"], weightsGiB: "65.7 GiB", kvTokens: 203_244, maxSequences: 1, maxModelLen: 131_072 },
+        ],
+        [
+            "Llama-3.1-70B-Instruct (BF16) on two Sparks, PP=2 (40 layers per stage)",
+            { ...base, model: LLAMA31_70B_INSTRUCT, weightBytes: LLAMA31_70B_INSTRUCT_WEIGHTS, tensorParallel: 1, pipelineParallel: 2, nodes: sparks(2) },
+            { nodes: ["spark1", "spark2"], weightsGiB: "65.7 GiB", kvTokens: 203_244, maxSequences: 1, maxModelLen: 131_072 },
+        ],
+        [
+            "Llama-3.1-70B-Instruct at 0.8 fits 128K only with --kv-cache-dtype fp8",
+            {
+                ...base,
+                model: LLAMA31_70B_INSTRUCT,
+                weightBytes: LLAMA31_70B_INSTRUCT_WEIGHTS,
+                tensorParallel: 2,
+                pipelineParallel: 1,
+                nodes: sparks(2),
+                gpuMemoryUtilization: 0.8,
+                kvCacheDtype: "fp8",
+            },
+            { nodes: ["spark1", "spark2"], weightsGiB: "65.7 GiB", kvTokens: 261_260, maxSequences: 1, maxModelLen: 131_072 },
+        ],
+        [
+            "Llama-3.1-70B-Instruct at 0.8 with max-model-len 32768",
+            {
+                ...base,
+                model: LLAMA31_70B_INSTRUCT,
+                weightBytes: LLAMA31_70B_INSTRUCT_WEIGHTS,
+                tensorParallel: 2,
+                pipelineParallel: 1,
+                nodes: sparks(2),
+                gpuMemoryUtilization: 0.8,
+                maxModelLen: 32_768,
+            },
+            { nodes: ["spark1", "spark2"], weightsGiB: "65.7 GiB", kvTokens: 130_630, maxSequences: 3, maxModelLen: 32_768 },
+        ],
+    ])("%s", (_, request, expected) => {
+        const plan = planFit(request);
+        expect(plan.maxModelLen).toBe(expected.maxModelLen);
+        expect(plan.nodes.map((node) => node.name)).toEqual(expected.nodes);
+        for (const node of plan.nodes) {
+            expect((node.weightsBytes / GIB).toFixed(1) + " GiB").toBe(expected.weightsGiB);
+            expect(node.kvTokens).toBe(expected.kvTokens);
+            expect(node.maxConcurrentSequences).toBe(expected.maxSequences);
+            expect(node.weightsBytes + node.overheadBytes + node.kvBytes).toBe(node.usableBytes);
+            expect(node.maxConcurrentSequences).toBeLessThanOrEqual(Math.floor(node.kvTokens / plan.maxModelLen));
+        }
+        expect(plan.maxConcurrentSequences).toBe(expected.maxSequences);
+    });
+
+    it("budgets usable memory as usableMemoryBytes does on GB10: 0.9 × (MemTotal − 8 GiB)", () => {
+        const [node] = planFit({ ...base, model: QWEN3_30B_A3B, weightBytes: QWEN3_30B_A3B_WEIGHTS, tensorParallel: 1, pipelineParallel: 1, nodes: sparks(1) }).nodes;
+        expect(node.memoryBytes).toBe(SPARK_MEMTOTAL_KB * 1024 - 8 * GIB);
+        expect(node.usableBytes).toBe(Math.floor((SPARK_MEMTOTAL_KB * 1024 - 8 * GIB) * 0.9));
+        expect(node.overheadBytes).toBe(RUNTIME_OVERHEAD_BYTES_PER_RANK);
+    });
+});
+
+describe("planFit: refusals carry the numbers and name the node", () => {
+    it.each<[string, FitRequest, RegExp[]]>([
+        [
+            "Qwen3.5-122B-A10B-FP8 on one Spark",
+            { model: QWEN35_122B_A10B_FP8, weightBytes: QWEN35_122B_A10B_FP8_WEIGHTS, tensorParallel: 1, pipelineParallel: 1, nodes: sparks(1), gpuMemoryUtilization: 0.9 },
+            [/^model needs 121\.4 GiB per rank \(118\.4 GiB of weights \+ 3\.0 GiB runtime overhead\), spark1 has 99\.7 GiB usable \(0\.9 × 110\.8 GiB\)$/],
+        ],
+        [
+            "Llama-3.1-70B-Instruct on one Spark",
+            { model: LLAMA31_70B_INSTRUCT, weightBytes: LLAMA31_70B_INSTRUCT_WEIGHTS, tensorParallel: 1, pipelineParallel: 1, nodes: sparks(1), gpuMemoryUtilization: 0.9 },
+            [/model needs 134\.4 GiB per rank \(131\.4 GiB of weights \+ 3\.0 GiB runtime overhead\), spark1 has 99\.7 GiB usable/],
+        ],
+        [
+            "Llama-3.1-70B-Instruct at 0.8 with its full 131072 context (no KV room for one sequence)",
+            { model: LLAMA31_70B_INSTRUCT, weightBytes: LLAMA31_70B_INSTRUCT_WEIGHTS, tensorParallel: 2, pipelineParallel: 1, nodes: sparks(2), gpuMemoryUtilization: 0.8 },
+            [
+                /max-model-len 131072 needs 20\.0 GiB of KV cache per sequence on a rank, spark1 has 19\.9 GiB left after 68\.7 GiB of weights and overhead \(room for 130630 tokens\)/,
+                /spark2 has 19\.9 GiB left/,
+            ],
+        ],
+        [
+            "Qwen3.5-122B-A10B-FP8 with a max-model-len beyond its KV room",
+            {
+                model: QWEN35_122B_A10B_FP8,
+                weightBytes: QWEN35_122B_A10B_FP8_WEIGHTS,
+                tensorParallel: 2,
+                pipelineParallel: 1,
+                nodes: sparks(2),
+                gpuMemoryUtilization: 0.9,
+                maxModelLen: 4_000_000,
+            },
+            [
+                /max-model-len 4000000 needs 45\.8 GiB of KV cache per sequence on a rank, spark1 has 37\.5 GiB left .*\(room for 3277766 tokens\)/,
+                /spark2 has 37\.5 GiB left/,
+            ],
+        ],
+        [
+            "TP=2 with a single Spark",
+            { model: QWEN35_122B_A10B_FP8, weightBytes: QWEN35_122B_A10B_FP8_WEIGHTS, tensorParallel: 2, pipelineParallel: 1, nodes: sparks(1), gpuMemoryUtilization: 0.9 },
+            [/TP×PP = 2×1 needs 2 GPUs but the nodes have 1 \(spark1: 1\)/],
+        ],
+        [
+            "TP=3 for Llama-3.1-70B (64 heads / 8 KV heads)",
+            { model: LLAMA31_70B_INSTRUCT, weightBytes: LLAMA31_70B_INSTRUCT_WEIGHTS, tensorParallel: 3, pipelineParallel: 1, nodes: sparks(3), gpuMemoryUtilization: 0.9 },
+            [/TP=3 does not divide the model's 64 attention heads/, /TP=3 and the model's 8 KV heads do not divide one another/],
+        ],
+        [
+            "TP=3 for Qwen3-235B-A22B (64 heads / 4 KV heads)",
+            { model: QWEN3_235B_A22B_HEADS, weightBytes: 1, tensorParallel: 3, pipelineParallel: 1, nodes: sparks(3), gpuMemoryUtilization: 0.9, maxModelLen: 4096 },
+            [/TP=3 does not divide the model's 64 attention heads/, /TP=3 and the model's 4 KV heads do not divide one another/],
+        ],
+        [
+            "TP=6 for Qwen3.5-27B: 24 heads split, 4 KV heads do not",
+            { model: QWEN35_27B_HEADS, weightBytes: 1, tensorParallel: 6, pipelineParallel: 1, nodes: sparks(6), gpuMemoryUtilization: 0.9, maxModelLen: 4096 },
+            [/^TP=6 and the model's 4 KV heads do not divide one another \(vLLM splits KV heads when TP ≤ 4 and replicates them when TP is a multiple of 4\)$/],
+        ],
+        [
+            "TP=3 splitting linear-attention heads unevenly (Qwen3.5-122B with its attention heads altered to isolate the check)",
+            { model: { ...QWEN35_122B_A10B_FP8, numAttentionHeads: 48, numKeyValueHeads: 3 }, weightBytes: 1, tensorParallel: 3, pipelineParallel: 1, nodes: sparks(3), gpuMemoryUtilization: 0.9 },
+            [/^TP=3 does not divide the model's 16 key \/ 64 value linear-attention heads$/],
+        ],
+        [
+            "PP beyond the hidden layers",
+            { model: LLAMA31_8B_INSTRUCT, weightBytes: 1, tensorParallel: 1, pipelineParallel: 33, nodes: sparks(33), gpuMemoryUtilization: 0.9 },
+            [/^PP=33 exceeds the model's 32 hidden layers$/],
+        ],
+        [
+            "an unknown KV cache dtype",
+            { model: LLAMA31_8B_INSTRUCT, weightBytes: 1, tensorParallel: 1, pipelineParallel: 1, nodes: sparks(1), gpuMemoryUtilization: 0.9, kvCacheDtype: "int3" },
+            [/unknown KV cache dtype "int3"/],
+        ],
+        [
+            "no weights and a utilization out of range",
+            { model: LLAMA31_8B_INSTRUCT, weightBytes: 0, tensorParallel: 1, pipelineParallel: 1, nodes: sparks(1), gpuMemoryUtilization: 1.5 },
+            [/gpu-memory-utilization is 1\.5, expected a fraction in \(0, 1\]/, /the model directory has 0 bytes of \*\.safetensors weights/],
+        ],
+        [
+            "no max-model-len and no max_position_embeddings",
+            { model: QWEN35_27B_HEADS, weightBytes: 1, tensorParallel: 1, pipelineParallel: 1, nodes: sparks(1), gpuMemoryUtilization: 0.9 },
+            [/no max-model-len: the config has no max_position_embeddings; set vllm\.maxModelLen/],
+        ],
+    ])("%s", (_, request, messages) => {
+        const error = failure(request);
+        for (const message of messages) {
+            expect(error.problems.some((problem) => message.test(problem))).toBe(true);
+        }
+        expect(error.problems).toHaveLength(messages.length);
+    });
+});
+
+describe("pieces", () => {
+    it.each([
+        [48, 1, [48]],
+        [48, 2, [24, 24]],
+        [80, 3, [27, 27, 26]],
+        [94, 4, [23, 24, 24, 23]],
+        [5, 5, [1, 1, 1, 1, 1]],
+    ])("splits %i layers over PP=%i as vLLM's get_pp_indices: %j", (layers, pp, counts) => {
+        expect(pipelineStageLayerCounts(layers, pp)).toEqual(counts);
+    });
+
+    it("accepts a TP that is a multiple of the KV heads (vLLM replicates them)", () => {
+        expect(() => checkParallelism(QWEN35_122B_A10B_FP8, 4, 1)).not.toThrow();
+        expect(() => checkParallelism(QWEN35_122B_A10B_FP8, 8, 1)).not.toThrow();
+    });
+
+    it.each([
+        ["auto", 2],
+        ["bfloat16", 2],
+        ["float16", 2],
+        ["fp8", 1],
+        ["fp8_e4m3", 1],
+        ["fp8_e5m2", 1],
+        ["float32", 4],
+    ])("sizes KV cache dtype %s at %i B", (dtype, bytes) => {
+        expect(kvCacheDtypeBytes(dtype)).toBe(bytes);
+    });
+
+    it.each<[string[], string]>([
+        [[], "auto"],
+        [["--kv-cache-dtype", "fp8"], "fp8"],
+        [["--enable-prefix-caching", "--kv-cache-dtype=fp8_e4m3"], "fp8_e4m3"],
+    ])("reads the KV cache dtype from extra args %j", (args, dtype) => {
+        expect(kvCacheDtypeFromArgs(args)).toBe(dtype);
+    });
+
+    it("sums only the *.safetensors files of a model directory", () => {
+        const files = [
+            { name: "config.json", bytes: 4096 },
+            ...LLAMA31_8B_INSTRUCT_SHARDS.map((bytes, index) => ({ name: `model-0000${index + 1}-of-00004.safetensors`, bytes })),
+            { name: "model.safetensors.index.json", bytes: 23_950 },
+        ];
+        expect(safetensorsWeightBytes({ exists: true, files, totalBytes: 0 })).toBe(16_060_556_376);
+    });
+
+    it("describes the plan as a short table for pulumi preview", () => {
+        const plan = planFit({
+            model: QWEN35_122B_A10B_FP8,
+            modelName: "Qwen3.5-122B-A10B-FP8",
+            weightBytes: QWEN35_122B_A10B_FP8_WEIGHTS,
+            tensorParallel: 2,
+            pipelineParallel: 1,
+            nodes: sparks(2),
+            gpuMemoryUtilization: 0.9,
+        });
+        expect(describeFitPlan(plan)).toBe(
+            [
+                "fit: Qwen3.5-122B-A10B-FP8, 118.4 GiB of weights, TP=2 × PP=1, gpu-memory-utilization 0.9, max-model-len 262144, KV cache 2 B/element, runtime overhead 3.0 GiB/rank",
+                "node    ranks  usable    weights   KV room   KV tokens  max seqs",
+                "spark1  0      99.7 GiB  59.2 GiB  37.5 GiB  3277766    12",
+                "spark2  1      99.7 GiB  59.2 GiB  37.5 GiB  3277766    12",
+                "at most 12 concurrent sequences of 262144 tokens",
+            ].join("\n"),
+        );
+    });
+});
