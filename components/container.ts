@@ -12,17 +12,22 @@ export interface RealizedContainer {
     readonly revision: pulumi.Output<string>;
 }
 
-/** `create` and `delete` command lines of the ssh driver for a spec. */
-export function sshDriverCommands(spec: ContainerSpec): { create: string; delete: string } {
+/**
+ * `create` and `delete` command lines of the ssh driver for a spec. `removeFirst` names containers
+ * to remove before this one starts (the other executor's, which hold the GPU).
+ */
+export function sshDriverCommands(spec: ContainerSpec, removeFirst: readonly string[] = []): { create: string; delete: string } {
     return {
-        create: bashCommand(scriptProgram("container-run", { NAME: spec.name, RUN_ARGS: toDockerRunArgs(spec) })),
+        create: bashCommand(
+            scriptProgram("container-run", { NAME: spec.name, RUN_ARGS: toDockerRunArgs(spec), REMOVE_FIRST: removeFirst.filter((name) => name !== spec.name) }),
+        ),
         delete: bashCommand(scriptProgram("container-remove", { NAME: spec.name })),
     };
 }
 
 /**
  * Realizes `spec` on `node` with the chosen driver. Any change of the spec replaces the container
- * (removed first: the name is fixed).
+ * (removed first: the name is fixed). `removeFirst` (ssh driver) names containers to remove before.
  */
 export function realizeContainer(
     driver: "docker" | "ssh",
@@ -31,6 +36,7 @@ export function realizeContainer(
     node: SparkNode,
     spec: pulumi.Output<ContainerSpec>,
     opts: pulumi.CustomResourceOptions,
+    removeFirst: readonly string[] = [],
 ): RealizedContainer {
     if (driver === "docker") {
         if (!node.dockerProvider) {
@@ -60,7 +66,7 @@ export function realizeContainer(
         );
         return { resource: container, revision: container.id };
     }
-    const commands = spec.apply(sshDriverCommands);
+    const commands = spec.apply((resolved) => sshDriverCommands(resolved, removeFirst));
     const container = hostCommand(
         runner,
         name,

@@ -1,7 +1,6 @@
 import * as pulumi from "@pulumi/pulumi";
 import { FleetConfig } from "../infra/config";
-import { findFabric, preflight } from "../infra/facts";
-import { PlannedNode, RAY_CONTAINER, gpusNeeded, rayContainerSpec } from "../infra/plan";
+import { PlannedNode, RAY_CONTAINER, SERVING_CONTAINERS, gpusNeeded, rayContainerSpec } from "../infra/plan";
 import { realizeContainer } from "./container";
 import { hostCommand } from "./hostCommand";
 import { SparkNode } from "./sparkNode";
@@ -13,6 +12,8 @@ export interface RayClusterArgs {
     readonly stack: string;
     /** The nodes; the first one is the head. */
     readonly nodes: readonly SparkNode[];
+    /** The nodes as planned (after preflight), see planFleet. */
+    readonly planned: pulumi.Output<PlannedNode[]>;
 }
 
 /**
@@ -37,18 +38,7 @@ export class RayCluster extends pulumi.ComponentResource {
             throw new Error("a Ray cluster needs at least one node");
         }
 
-        // Preflight across every node before any container starts.
-        const planned: pulumi.Output<PlannedNode[]> = pulumi.all(nodes.map((node) => node.facts)).apply((factsList) => {
-            preflight(
-                factsList.map((facts, index) => ({ name: nodes[index].nodeName, facts })),
-                { image: config.image.name, modelPath: config.model.path, gpusNeeded: gpusNeeded(config) },
-            );
-            return factsList.map((facts, index) => ({
-                name: nodes[index].nodeName,
-                fabric: findFabric(nodes[index].nodeName, facts, config.fabric.subnet),
-                gpus: facts.gpus.length,
-            }));
-        });
+        const planned = args.planned;
         const headIp = planned.apply((list) => list[0].fabric.ip);
         this.headAddress = pulumi.interpolate`${headIp}:${config.ray.port}`;
         this.nodeIps = planned.apply((list) => Object.fromEntries(list.map((node) => [node.name, node.fabric.ip])));
@@ -67,6 +57,7 @@ export class RayCluster extends pulumi.ComponentResource {
                 spec,
                 // Workers join a head that already answers.
                 { parent: this, dependsOn: headJoined ? [headJoined] : [] },
+                SERVING_CONTAINERS,
             );
             const join = hostCommand(
                 config.commandRunner,

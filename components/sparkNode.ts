@@ -1,7 +1,9 @@
 import * as pulumi from "@pulumi/pulumi";
 import * as docker from "@pulumi/docker";
-import { FleetNode } from "../infra/config";
-import { FabricFacts, NodeFacts, findFabric, parseProbeOutput } from "../infra/facts";
+import { FleetConfig, FleetNode } from "../infra/config";
+import { FabricFacts, NodeFacts, findFabric, parseProbeOutput, preflight } from "../infra/facts";
+import { describeFitPlan, fitNodeFromFacts, kvCacheDtypeFromArgs, parseModelConfig, planFit, safetensorsWeightBytes } from "../infra/fit";
+import { PlannedNode, gpusNeeded } from "../infra/plan";
 import { CommandRunner, SshConnection, hostCommand } from "./hostCommand";
 import { bashCommand, scriptProgram } from "./shell";
 
@@ -77,4 +79,38 @@ export class SparkNode extends pulumi.ComponentResource {
         }
         this.registerOutputs({ facts: this.facts, fabric: this.fabric });
     }
+}
+
+/**
+ * Preflight across every node (image ids, model, GPUs for TP×PP, driver/CUDA), then the fit of the
+ * model in each node's memory (infra/fit.ts; the plan is logged), then each node as the plan sees
+ * it. Fails, naming node and fact or the numbers, before any container starts.
+ */
+export function planFleet(config: FleetConfig, nodes: readonly SparkNode[], parent?: pulumi.Resource): pulumi.Output<PlannedNode[]> {
+    return pulumi.all(nodes.map((node) => node.facts)).apply((factsList) => {
+        preflight(
+            factsList.map((facts, index) => ({ name: nodes[index].nodeName, facts })),
+            { image: config.image.name, modelPath: config.model.path, gpusNeeded: gpusNeeded(config) },
+        );
+        const head = factsList[0];
+        if (head.model.configJson) {
+            const fit = planFit({
+                model: parseModelConfig(head.model.configJson, `${config.model.path}/config.json on ${nodes[0].nodeName}`),
+                modelName: config.model.servedName,
+                weightBytes: safetensorsWeightBytes(head.model),
+                tensorParallel: config.parallelism.tensor,
+                pipelineParallel: config.parallelism.pipeline,
+                nodes: factsList.map((facts, index) => fitNodeFromFacts(nodes[index].nodeName, facts)),
+                gpuMemoryUtilization: config.vllm.gpuMemoryUtilization,
+                maxModelLen: config.vllm.maxModelLen,
+                kvCacheDtype: kvCacheDtypeFromArgs(config.vllm.extraArgs),
+            });
+            pulumi.log.info(describeFitPlan(fit), parent);
+        }
+        return factsList.map((facts, index) => ({
+            name: nodes[index].nodeName,
+            fabric: findFabric(nodes[index].nodeName, facts, config.fabric.subnet),
+            gpus: facts.gpus.length,
+        }));
+    });
 }

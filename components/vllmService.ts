@@ -1,6 +1,7 @@
 import * as pulumi from "@pulumi/pulumi";
 import { FleetConfig } from "../infra/config";
-import { RAY_CONTAINER, vllmServeArgs } from "../infra/plan";
+import { PlannedNode, RAY_CONTAINER, SERVING_CONTAINERS, VLLM_CONTAINER, mpRankSpec, vllmServeArgs } from "../infra/plan";
+import { realizeContainer } from "./container";
 import { hostCommand } from "./hostCommand";
 import { RayCluster } from "./rayCluster";
 import { SparkNode } from "./sparkNode";
@@ -8,17 +9,28 @@ import { bashCommand, scriptProgram } from "./shell";
 
 export interface VllmServiceArgs {
     readonly config: FleetConfig;
-    /** The node that runs the Ray head (and so `vllm serve`). */
-    readonly head: SparkNode;
-    readonly ray: RayCluster;
+    /** The stack name, put on the containers as a label. */
+    readonly stack: string;
+    /** Every node; the first one serves the API. */
+    readonly nodes: readonly SparkNode[];
+    /** The nodes as planned (after preflight), see planFleet. */
+    readonly planned: pulumi.Output<PlannedNode[]>;
+    /** The Ray cluster to serve on (`ray` executor); absent with `mp`. */
+    readonly ray?: RayCluster;
     /** vLLM's API key (a secret); none: the endpoint is open. */
     readonly apiKey?: pulumi.Input<string>;
 }
 
+/** Where `vllm serve` writes its log inside the Ray head container. */
+const RAY_SERVE_LOG = "/tmp/vllm-fleet-serve.log";
+
 /**
- * `vllm serve` with the Ray backend in the head container. Ready when /v1/models lists the model
- * and a completion answers. Changing only vLLM settings restarts only this service: the Ray
- * containers stay as they are.
+ * `vllm serve` across the nodes, ready when /v1/models lists the model and a completion answers.
+ *
+ * - `ray` executor: one `vllm serve` in the Ray head container; changing only vLLM settings restarts
+ *   only it, the Ray containers stay as they are.
+ * - `mp` executor (vLLM's native multi-node): a container per node, rank 0 on the first node serving
+ *   the API, headless ranks on the others, rendezvousing over the fabric.
  */
 export class VllmService extends pulumi.ComponentResource {
     /** The OpenAI-compatible endpoint, e.g. http://10.1.230.180:30000/v1. */
@@ -31,35 +43,89 @@ export class VllmService extends pulumi.ComponentResource {
     constructor(name: string, args: VllmServiceArgs, opts?: pulumi.ComponentResourceOptions) {
         super("vllm-fleet:vllm:VllmService", name, {}, opts);
         const { config } = args;
-        const start = pulumi.output(args.apiKey ?? "").apply((apiKey) =>
-            bashCommand(
-                scriptProgram("vllm-start", {
-                    CONTAINER: RAY_CONTAINER,
-                    SERVE_ARGS: vllmServeArgs(config),
+        const head = args.nodes[0];
+        const apiKey = pulumi.output(args.apiKey ?? "");
+        const ready = (container: string, logFile: string) =>
+            apiKey.apply((key) =>
+                scriptProgram("vllm-ready", {
+                    CONTAINER: container,
                     PORT: config.vllm.port,
                     SERVED_NAME: config.model.servedName,
                     TIMEOUT: config.timeouts.vllmReadySeconds,
-                    API_KEY: apiKey,
+                    API_KEY: key,
+                    LOG_FILE: logFile,
                 }),
-            ),
-        );
-        const serve = hostCommand(
-            config.commandRunner,
-            `${name}-serve`,
-            {
-                connection: args.head.connection,
-                create: start,
-                update: start,
-                delete: bashCommand(scriptProgram("vllm-stop", { CONTAINER: RAY_CONTAINER })),
-                // A rebuilt Ray cluster needs a new server; a changed vLLM setting only a restart.
-                triggers: [args.ray.revision],
-            },
-            { parent: this, dependsOn: [args.ray] },
-        );
-        const host = args.head.connection.host.includes(":") ? `[${args.head.connection.host}]` : args.head.connection.host;
+            );
+
+        let gateStdout: pulumi.Output<string>;
+        if (config.executor === "ray") {
+            if (!args.ray) {
+                throw new Error("the ray executor needs a Ray cluster");
+            }
+            const start = pulumi.all([apiKey, ready(RAY_CONTAINER, RAY_SERVE_LOG)]).apply(([key, waitProgram]) =>
+                bashCommand(
+                    [
+                        scriptProgram("vllm-start", {
+                            CONTAINER: RAY_CONTAINER,
+                            SERVE_ARGS: vllmServeArgs(config),
+                            API_KEY: key,
+                            LOG_FILE: RAY_SERVE_LOG,
+                        }),
+                        waitProgram,
+                    ].join("\n"),
+                ),
+            );
+            const serve = hostCommand(
+                config.commandRunner,
+                `${name}-serve`,
+                {
+                    connection: head.connection,
+                    create: start,
+                    update: start,
+                    delete: bashCommand(scriptProgram("vllm-stop", { CONTAINER: RAY_CONTAINER })),
+                    // A rebuilt Ray cluster needs a new server; a changed vLLM setting only a restart.
+                    triggers: [args.ray.revision],
+                },
+                { parent: this, dependsOn: [args.ray] },
+            );
+            gateStdout = serve.stdout;
+        } else {
+            const revisions: pulumi.Output<string>[] = [];
+            const containers: pulumi.Resource[] = [];
+            args.nodes.forEach((node, index) => {
+                const spec = pulumi.all([args.planned, apiKey]).apply(([planned, key]) => {
+                    const rank = mpRankSpec(config, args.stack, planned, index);
+                    return key ? { ...rank, env: { ...rank.env, VLLM_API_KEY: key } } : rank;
+                });
+                const container = realizeContainer(
+                    config.containerDriver,
+                    config.commandRunner,
+                    `${name}-${node.nodeName}-rank${index}`,
+                    node,
+                    spec,
+                    { parent: this },
+                    SERVING_CONTAINERS,
+                );
+                revisions.push(container.revision);
+                containers.push(container.resource);
+            });
+            const gate = hostCommand(
+                config.commandRunner,
+                `${name}-ready`,
+                {
+                    connection: head.connection,
+                    create: ready(VLLM_CONTAINER, "").apply(bashCommand),
+                    triggers: revisions,
+                },
+                { parent: this, dependsOn: containers },
+            );
+            gateStdout = gate.stdout;
+        }
+
+        const host = head.connection.host.includes(":") ? `[${head.connection.host}]` : head.connection.host;
         this.endpoint = pulumi.output(`http://${host}:${config.vllm.port}/v1`);
         this.modelId = pulumi.output(config.model.servedName);
-        this.completion = serve.stdout.apply((stdout) => {
+        this.completion = gateStdout.apply((stdout) => {
             const line = stdout.split("\n").find((text) => text.startsWith("completion "));
             return line ? line.slice("completion ".length) : "";
         });

@@ -19,6 +19,7 @@ export const CONFIG_KEYS = [
     "image",
     "containerDriver",
     "commandRunner",
+    "executor",
     "model",
     "parallelism",
     "vllm",
@@ -175,8 +176,10 @@ const vllmSchema = z
         enableAutoToolChoice: z.boolean().default(false),
         trustRemoteCode: z.boolean().default(false),
         extraArgs: z.array(z.string().regex(/^[^\0\n\r]*$/, "one argument without newlines")).default([]),
+        /** Rendezvous port of rank 0 with the `mp` executor (vLLM's --master-port). */
+        masterPort: z.number().int().min(1).max(65535).default(29501),
     })
-    .default({ port: 8000, gpuMemoryUtilization: 0.9, enableAutoToolChoice: false, trustRemoteCode: false, extraArgs: [] });
+    .default({ port: 8000, gpuMemoryUtilization: 0.9, enableAutoToolChoice: false, trustRemoteCode: false, extraArgs: [], masterPort: 29501 });
 
 const raySchema = z
     .strictObject({
@@ -210,6 +213,7 @@ const rawSchema = z.strictObject({
     image: imageSchema,
     containerDriver: z.enum(["docker", "ssh"]).default("docker"),
     commandRunner: z.enum(["pulumi-command", "builtin"]).default("pulumi-command"),
+    executor: z.enum(["ray", "mp"]).default("ray"),
     model: modelSchema,
     parallelism: parallelismSchema,
     vllm: vllmSchema,
@@ -237,6 +241,8 @@ export interface FleetConfig {
     readonly containerDriver: "docker" | "ssh";
     /** How commands reach the hosts: @pulumi/command, or vllm-fleet's own SSH resource. */
     readonly commandRunner: "pulumi-command" | "builtin";
+    /** vLLM's distributed executor: `ray` (a Ray cluster) or `mp` (vLLM's native multi-node). */
+    readonly executor: "ray" | "mp";
     readonly model: { readonly path: string; readonly servedName: string };
     readonly parallelism: { readonly tensor: number; readonly pipeline: number };
     readonly vllm: {
@@ -248,6 +254,7 @@ export interface FleetConfig {
         readonly enableAutoToolChoice: boolean;
         readonly trustRemoteCode: boolean;
         readonly extraArgs: readonly string[];
+        readonly masterPort: number;
     };
     readonly ray: { readonly port: number };
     readonly container: { readonly shmSizeBytes: number; readonly memlockBytes: number; readonly stackBytes: number };
@@ -385,6 +392,17 @@ export function parseFleetConfig(raw: Partial<Record<ConfigKey, unknown>>): Flee
             expected: "a tool-call parser when vllm.enableAutoToolChoice is true (vLLM refuses one without the other)",
         });
     }
+    const worldSize = parallelism.tensor * parallelism.pipeline;
+    if (parsed.executor === "mp" && worldSize % nodes.length !== 0) {
+        issues.push({
+            key: formatKey(["parallelism"]),
+            value: parallelism,
+            expected: `TP×PP (${worldSize}) divisible by the number of nodes (${nodes.length}) with the mp executor, which runs the same number of ranks on every node`,
+        });
+    }
+    if (parsed.vllm.masterPort === parsed.vllm.port) {
+        issues.push({ key: formatKey(["vllm", "masterPort"]), value: parsed.vllm.masterPort, expected: "a port other than vllm.port" });
+    }
     if (parsed.vllm.port === parsed.ray.port) {
         issues.push({ key: formatKey(["ray", "port"]), value: parsed.ray.port, expected: "a port other than vllm.port" });
     }
@@ -398,6 +416,7 @@ export function parseFleetConfig(raw: Partial<Record<ConfigKey, unknown>>): Flee
         image: parsed.image,
         containerDriver: parsed.containerDriver,
         commandRunner: parsed.commandRunner,
+        executor: parsed.executor,
         model: parsed.model,
         parallelism,
         vllm: parsed.vllm,

@@ -55,6 +55,8 @@ export interface ModelDirFacts {
     readonly totalBytes: number;
     /** sha256 of config.json, when present. */
     readonly configSha256?: string;
+    /** The text of config.json, when present (for the fit planner). */
+    readonly configJson?: string;
 }
 
 /** Splits probe output into its `### section` blocks. */
@@ -177,7 +179,7 @@ export function parseProbeOutput(output: string): NodeFacts {
         hcas: parseIbdev2netdev(get("ibdev2netdev")),
         dockerVersion: get("docker") || undefined,
         imageId: get("image") || undefined,
-        model: parseModelDir(get("model")),
+        model: { ...parseModelDir(get("model")), configJson: get("model-config") || undefined },
     };
 }
 

@@ -49,30 +49,21 @@ export interface PlannedNode {
     readonly gpus: number;
 }
 
-/** The container that runs Ray (and, on the head, `vllm serve`) on every node. */
+/** The container that runs Ray (and, on the head, `vllm serve`) on every node (`ray` executor). */
 export const RAY_CONTAINER = "vllm-fleet-ray";
 
-/** The Ray container of a node: head on node 0, workers on the others. */
-export function rayContainerSpec(config: FleetConfig, stack: string, nodes: readonly PlannedNode[], index: number): ContainerSpec {
-    const node = nodes[index];
-    const head = nodes[0];
-    const common = [
-        "--node-ip-address",
-        node.fabric.ip,
-        "--num-gpus",
-        String(node.gpus),
-        "--disable-usage-stats",
-    ];
-    const command =
-        index === 0
-            ? ["ray", "start", "--block", "--head", "--port", String(config.ray.port), "--include-dashboard=false", ...common]
-            : ["ray", "start", "--block", "--address", `${head.fabric.ip}:${config.ray.port}`, ...common];
+/** The container that runs one node's vLLM ranks (`mp` executor). */
+export const VLLM_CONTAINER = "vllm-fleet-vllm";
+
+/** The serving containers of both executors: starting one kind first removes the other. */
+export const SERVING_CONTAINERS = [RAY_CONTAINER, VLLM_CONTAINER] as const;
+
+/** Limits and mounts shared by every container that runs vLLM or Ray. */
+function servingContainer(config: FleetConfig, stack: string, node: PlannedNode, role: string): Omit<ContainerSpec, "name" | "command"> {
     return {
-        name: RAY_CONTAINER,
         image: config.image.name,
-        // The image's own entrypoint may start a server of its own; Ray must be the only process.
+        // The image's own entrypoint may start a server of its own; ours must be the only process.
         entrypoint: [],
-        command,
         env: networkEnv(node.fabric),
         mounts: [{ source: config.model.path, target: containerModelPath(config), readOnly: true }],
         networkHost: true,
@@ -84,11 +75,45 @@ export function rayContainerSpec(config: FleetConfig, stack: string, nodes: read
         ],
         gpus: "all",
         restart: "no",
-        labels: fleetLabels(stack, index === 0 ? "ray-head" : "ray-worker"),
+        labels: fleetLabels(stack, role),
     };
 }
 
-/** The arguments of `vllm serve` for the Ray backend (the API key travels as VLLM_API_KEY). */
+/** The Ray container of a node: head on node 0, workers on the others. */
+export function rayContainerSpec(config: FleetConfig, stack: string, nodes: readonly PlannedNode[], index: number): ContainerSpec {
+    const node = nodes[index];
+    const head = nodes[0];
+    const common = ["--node-ip-address", node.fabric.ip, "--num-gpus", String(node.gpus), "--disable-usage-stats"];
+    const command =
+        index === 0
+            ? ["ray", "start", "--block", "--head", "--port", String(config.ray.port), "--include-dashboard=false", ...common]
+            : ["ray", "start", "--block", "--address", `${head.fabric.ip}:${config.ray.port}`, ...common];
+    return { name: RAY_CONTAINER, command, ...servingContainer(config, stack, node, index === 0 ? "ray-head" : "ray-worker") };
+}
+
+/**
+ * The vLLM container of a node with the `mp` executor: rank 0 on node 0 serves the API, the other
+ * nodes run headless ranks that rendezvous with it over the fabric. The API key, if any, is added
+ * by the caller (it is a secret).
+ */
+export function mpRankSpec(config: FleetConfig, stack: string, nodes: readonly PlannedNode[], index: number): ContainerSpec {
+    const command = [
+        "vllm",
+        ...vllmServeArgs(config),
+        "--nnodes",
+        String(nodes.length),
+        "--node-rank",
+        String(index),
+        "--master-addr",
+        nodes[0].fabric.ip,
+        "--master-port",
+        String(config.vllm.masterPort),
+        ...(index === 0 ? [] : ["--headless"]),
+    ];
+    return { name: VLLM_CONTAINER, command, ...servingContainer(config, stack, nodes[index], index === 0 ? "vllm-rank0" : "vllm-headless") };
+}
+
+/** The arguments of `vllm serve` (the API key travels as VLLM_API_KEY, never on the command line). */
 export function vllmServeArgs(config: FleetConfig): string[] {
     const args = [
         "serve",
@@ -104,7 +129,7 @@ export function vllmServeArgs(config: FleetConfig): string[] {
         "--pipeline-parallel-size",
         String(config.parallelism.pipeline),
         "--distributed-executor-backend",
-        "ray",
+        config.executor,
         "--gpu-memory-utilization",
         String(config.vllm.gpuMemoryUtilization),
     ];

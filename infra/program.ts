@@ -8,7 +8,7 @@ import * as fs from "fs";
 import * as path from "path";
 import * as pulumi from "@pulumi/pulumi";
 import { RayCluster } from "../components/rayCluster";
-import { SparkNode } from "../components/sparkNode";
+import { SparkNode, planFleet } from "../components/sparkNode";
 import { VllmService } from "../components/vllmService";
 import { CONFIG_KEYS, CONFIG_NAMESPACE, ConfigError, ConfigKey, FleetConfig, parseFleetConfig } from "./config";
 import { findProjectRoot } from "./project";
@@ -106,16 +106,17 @@ export async function fleetProgram(): Promise<FleetOutputs> {
                 fabricSubnet: config.fabric.subnet,
             }),
     );
-    const ray = new RayCluster("ray", { config, stack, nodes });
-    const vllm = new VllmService("vllm", { config, head: nodes[0], ray, apiKey });
+    const planned = planFleet(config, nodes);
+    const ray = config.executor === "ray" ? new RayCluster("ray", { config, stack, nodes, planned }) : undefined;
+    const vllm = new VllmService("vllm", { config, stack, nodes, planned, ray, apiKey });
 
     return {
         endpoint: vllm.endpoint,
         model: vllm.modelId,
         nodes: config.nodes.map((node) => node.name),
-        fabricIps: ray.nodeIps,
-        rayHead: ray.headAddress,
-        rayStatus: ray.status,
+        fabricIps: planned.apply((list) => Object.fromEntries(list.map((node) => [node.name, node.fabric.ip]))),
+        rayHead: ray ? ray.headAddress : pulumi.output(""),
+        rayStatus: ray ? ray.status : pulumi.output(""),
         completion: vllm.completion,
         tensorParallel: config.parallelism.tensor,
         pipelineParallel: config.parallelism.pipeline,

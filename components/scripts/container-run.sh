@@ -1,11 +1,18 @@
 #!/usr/bin/env bash
 # Starts one container from its docker run arguments (see components/containerSpec.ts).
-# Inputs: NAME (container name), RUN_ARGS (array: the arguments after `docker`).
-# A stale container of the same name (an earlier failed run) is removed first, so a retry converges.
+# Inputs: NAME (container name), RUN_ARGS (array: the arguments after `docker`),
+#         REMOVE_FIRST (array: containers to remove before starting, may be empty).
+# A stale container of the same name (an earlier failed run) is removed first, so a retry converges;
+# so are the REMOVE_FIRST ones (the other executor's serving containers, which hold the GPU).
 # Prints the new container's id; fails with the container's log tail if it does not stay up.
 set -euo pipefail
 
-docker rm -f "$NAME" >/dev/null 2>&1 || true
+for name in "$NAME" "${REMOVE_FIRST[@]}"; do
+  if docker inspect "$name" >/dev/null 2>&1; then
+    docker rm -f "$name" >/dev/null
+    [ "$name" = "$NAME" ] || echo "removed $name first (it held the GPU)"
+  fi
+done
 id="$(docker "${RUN_ARGS[@]}")"
 sleep 2
 if [ "$(docker inspect --format '{{.State.Running}}' "$NAME" 2>/dev/null)" != "true" ]; then

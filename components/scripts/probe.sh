@@ -41,3 +41,10 @@ if [ -d "$MODEL_PATH" ]; then
 else
   echo "exists no"
 fi
+
+# The model's config.json itself, for the fit planner (infra/fit.ts); bounded in size.
+section model-config
+if [ -f "$MODEL_PATH/config.json" ]; then
+  head -c 262144 "$MODEL_PATH/config.json"
+  echo
+fi

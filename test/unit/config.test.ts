@@ -114,6 +114,11 @@ describe("parseFleetConfig errors name the key, the value and what was expected"
         expect(issuesOf({ ...duo, vllm: { enableAutoToolChoice: true } })).toEqual(["vllm-fleet:vllm.toolCallParser"]);
     });
 
+    it("needs TP×PP divisible by the node count with the mp executor", () => {
+        expect(issuesOf({ ...duo, executor: "mp", parallelism: { tensor: 3 } })).toEqual(["vllm-fleet:parallelism"]);
+        expect(parseFleetConfig({ ...duo, executor: "mp", parallelism: { tensor: 4 } }).executor).toBe("mp");
+    });
+
     it("keeps the Ray and vLLM ports apart", () => {
         expect(issuesOf({ ...duo, vllm: { port: 6379 } })).toEqual(["vllm-fleet:ray.port"]);
     });

@@ -19,7 +19,11 @@ export interface RecordedResource {
 const fixture = (name: string) => fs.readFileSync(path.join(__dirname, "..", "fixtures", name), "utf8");
 
 /** What probe.sh prints on a simulated Spark with this fabric address. */
-export function sparkProbeOutput(fabricIp: string, mgmtIp: string, overrides: { imageId?: string; gpus?: number } = {}): string {
+export function sparkProbeOutput(
+    fabricIp: string,
+    mgmtIp: string,
+    overrides: { imageId?: string; gpus?: number; modelConfig?: object; weightBytes?: number } = {},
+): string {
     const gpuLines = Array.from({ length: overrides.gpus ?? 1 }, (_, index) => `${index}, NVIDIA GB10, [N/A], [N/A], [N/A]`);
     return [
         "### hostname",
@@ -41,7 +45,9 @@ export function sparkProbeOutput(fabricIp: string, mgmtIp: string, overrides: { 
         "### image",
         overrides.imageId ?? `sha256:${"a".repeat(64)}`,
         "### model",
-        "exists yes\nconfig-sha256 abc\n1000 config.json\n5000 model.safetensors",
+        `exists yes\nconfig-sha256 abc\n1000 config.json\n${overrides.weightBytes ?? 5000} model.safetensors`,
+        "### model-config",
+        overrides.modelConfig ? JSON.stringify(overrides.modelConfig) : "",
         "",
     ].join("\n");
 }

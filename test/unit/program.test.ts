@@ -49,7 +49,7 @@ function runWithFakeDocker(commandLine: string): string[][] {
 }
 
 function dockerRunArgs(run: MockRun, name: string): string[] {
-    const calls = runWithFakeDocker(run.byName(name).inputs.create);
+    const calls = runWithFakeDocker(unsecret(run.byName(name).inputs.create));
     const call = calls.find((args) => args[0] === "run");
     if (!call) {
         throw new Error(`no docker run in ${name}`);
@@ -210,6 +210,13 @@ describe("preflight stops the deployment before any container", () => {
         await expect(runProgram(duo, differing)).rejects.toThrow(/image hellohal2064\/vllm-qwen3\.5-gb10:latest differs across nodes: spark1 have aaaaaaaaaaaa; spark2 have bbbbbbbbbbbb/);
     });
 
+    it("refuses a model that does not fit, with the numbers", async () => {
+        // A dense 80-layer model of 300 GB: 139.7 GiB of weights per rank at TP=2, on 120 GB Sparks.
+        const dense = { num_hidden_layers: 80, num_attention_heads: 64, num_key_value_heads: 8, hidden_size: 8192, head_dim: 128, max_position_embeddings: 131072, torch_dtype: "bfloat16" };
+        const big = (node: string) => sparkProbeOutput(fabricIps[node], mgmtIps[node], { modelConfig: dense, weightBytes: 300e9 });
+        await expect(runProgram(duo, big)).rejects.toThrow(/needs 14\d\.\d GiB per rank.*spark1 has \d+\.\d GiB usable/s);
+    });
+
     it("counts GPUs against TP×PP", async () => {
         await expect(runProgram({ ...duo, parallelism: { tensor: 3 } }, probe)).rejects.toThrow(/TP×PP needs 3 GPUs but the nodes have 2/);
     });
@@ -229,5 +236,42 @@ describe("config errors", () => {
 
     it("ask for an SSH key when none is configured", async () => {
         await expect(runProgram(duo, probe, {})).rejects.toThrow(/vllm-fleet:sshPrivateKey: missing; expected the SSH private key as a secret/);
+    });
+});
+
+describe("the mp executor (vLLM's native multi-node)", async () => {
+    const run = await runProgram({ ...duo, executor: "mp" }, probe, {
+        sshPrivateKey: "-----BEGIN OPENSSH PRIVATE KEY-----\nmock\n-----END OPENSSH PRIVATE KEY-----",
+        vllmApiKey: "sk-test-key",
+    });
+
+    it("has no Ray cluster: a vLLM container per node and a readiness gate on node 0", () => {
+        expect(run.resources.some((resource) => resource.type === "vllm-fleet:ray:RayCluster")).toBe(false);
+        const serving = run.resources.filter((r) => r.type === COMMAND && parentName(run, r) === "vllm").map((r) => r.name);
+        expect(serving.sort()).toEqual(["vllm-ready", "vllm-spark1-rank0", "vllm-spark2-rank1"]);
+        expect(run.byName("vllm-ready").dependencies).toEqual(
+            expect.arrayContaining([run.byName("vllm-spark1-rank0").urn, run.byName("vllm-spark2-rank1").urn]),
+        );
+        expect(run.outputs.rayHead).toBe("");
+        expect(run.outputs.fabricIps).toEqual({ spark1: "192.168.200.12", spark2: "192.168.200.13" });
+    });
+
+    it("runs rank 0 and headless ranks that rendezvous on node 0's fabric address", () => {
+        const rank0 = dockerRunArgs(run, "vllm-spark1-rank0");
+        const rank1 = dockerRunArgs(run, "vllm-spark2-rank1");
+        const tail = (args: string[]) => args.slice(args.indexOf("vllm"));
+        expect(tail(rank0)).toEqual(expect.arrayContaining(["--distributed-executor-backend", "mp", "--nnodes", "2", "--node-rank", "0", "--master-addr", "192.168.200.12", "--master-port", "29501"]));
+        expect(tail(rank0)).not.toContain("--headless");
+        expect(tail(rank1)).toEqual(expect.arrayContaining(["--node-rank", "1", "--master-addr", "192.168.200.12", "--headless"]));
+        expect(envOf(rank1)).toMatchObject({ VLLM_HOST_IP: "192.168.200.13", NCCL_SOCKET_IFNAME: "enp1s0f1np1", GLOO_SOCKET_IFNAME: "enp1s0f1np1" });
+        // The API key reaches the server in its environment, never as an argument.
+        expect(envOf(rank0).VLLM_API_KEY).toBe("sk-test-key");
+        expect(tail(rank0).join(" ")).not.toContain("sk-test-key");
+    });
+
+    it("removes the other executor's container first, which would hold the GPU", () => {
+        const calls = runWithFakeDocker(unsecret(run.byName("vllm-spark2-rank1").inputs.create));
+        const removals = calls.filter((args) => args[0] === "rm").map((args) => args[args.length - 1]);
+        expect(removals).toEqual(["vllm-fleet-vllm", "vllm-fleet-ray"]);
     });
 });

@@ -1,0 +1,148 @@
+/**
+ * End to end on simulated Sparks: vLLM's native multi-node executor (`mp`), and switching a running
+ * stack from Ray to mp. Real SSH, Docker and Ray; the GPU, the fabric link and vLLM are stand-ins.
+ */
+import * as fs from "fs";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { Stack } from "@pulumi/pulumi/automation";
+import { openStack } from "../../infra/automation";
+import { SimCluster, onNode, putTinyModel, simDown, simStackConfig, simUp, tempWorkspace } from "./simCluster";
+
+const MODEL_DIR = "/home/spark/models/tiny-moe";
+
+interface CompletionBody {
+    choices: { text: string }[];
+    vllm_fleet_ranks: { rank: number; ip: string }[];
+}
+
+async function complete(endpoint: string): Promise<CompletionBody> {
+    const response = await fetch(`${endpoint}/completions`, {
+        method: "POST",
+        headers: { "Content-Type": "application/json" },
+        body: JSON.stringify({ model: "tiny-moe", prompt: "Hello", max_tokens: 8 }),
+    });
+    expect(response.status).toBe(200);
+    return (await response.json()) as CompletionBody;
+}
+
+function servingContainers(cluster: SimCluster): string[] {
+    return cluster.nodes.map((node) => onNode(node, "docker ps --format '{{.Names}}'").trim());
+}
+
+describe.each([
+    { nodes: 2, name: "e2e-mp2" },
+    { nodes: 3, name: "e2e-mp3" },
+])("mp executor on $nodes simulated Sparks", ({ nodes, name }) => {
+    let cluster: SimCluster;
+    let stack: Stack;
+    let workDir: string;
+
+    beforeAll(async () => {
+        cluster = simUp(name, nodes);
+        putTinyModel(cluster, MODEL_DIR);
+        const workspace = tempWorkspace(`vllm-fleet-${name}-`);
+        workDir = workspace.dir;
+        stack = await openStack(name, {
+            workDir,
+            envVars: workspace.envVars,
+            config: simStackConfig(cluster, MODEL_DIR, { executor: "mp", parallelism: { tensor: nodes } }),
+        });
+    });
+
+    afterAll(async () => {
+        try {
+            if (stack) {
+                await stack.destroy().catch(() => undefined);
+                await stack.workspace.removeStack(stack.name, { force: true }).catch(() => undefined);
+            }
+        } finally {
+            if (cluster) {
+                simDown(name);
+            }
+            if (workDir) {
+                fs.rmSync(workDir, { recursive: true, force: true });
+            }
+        }
+    });
+
+    it("comes up with rank 0 and headless ranks answering on their fabric addresses", async () => {
+        const up = await stack.up();
+        expect(up.summary.result).toBe("succeeded");
+        const body = await complete(up.outputs.endpoint.value);
+        expect(body.vllm_fleet_ranks.map((rank) => rank.ip).sort()).toEqual(cluster.nodes.map((node) => node.fabricIp).sort());
+        expect(servingContainers(cluster)).toEqual(cluster.nodes.map(() => "vllm-fleet-vllm"));
+    });
+
+    it("reports no changes on a second up", async () => {
+        const again = await stack.up({ expectNoChanges: true });
+        expect(Object.keys(again.summary.resourceChanges ?? {})).toEqual(["same"]);
+    });
+
+    it("destroys every container it started", async () => {
+        await stack.destroy();
+        for (const node of cluster.nodes) {
+            expect(onNode(node, "docker ps -aq").trim()).toBe("");
+        }
+    });
+});
+
+describe("switching a running stack from the Ray executor to mp", () => {
+    const name = "e2e-switch";
+    let cluster: SimCluster;
+    let stack: Stack;
+    let workDir: string;
+
+    beforeAll(async () => {
+        cluster = simUp(name, 2);
+        putTinyModel(cluster, MODEL_DIR);
+        const workspace = tempWorkspace(`vllm-fleet-${name}-`);
+        workDir = workspace.dir;
+        stack = await openStack(name, { workDir, envVars: workspace.envVars, config: simStackConfig(cluster, MODEL_DIR) });
+    });
+
+    afterAll(async () => {
+        try {
+            if (stack) {
+                await stack.destroy().catch(() => undefined);
+                await stack.workspace.removeStack(stack.name, { force: true }).catch(() => undefined);
+            }
+        } finally {
+            if (cluster) {
+                simDown(name);
+            }
+            if (workDir) {
+                fs.rmSync(workDir, { recursive: true, force: true });
+            }
+        }
+    });
+
+    it("previews and applies as a replacement of the serving resources only", async () => {
+        expect((await stack.up()).summary.result).toBe("succeeded");
+        expect(servingContainers(cluster)).toEqual(["vllm-fleet-ray", "vllm-fleet-ray"]);
+
+        await stack.setConfig("vllm-fleet:executor", { value: "mp" });
+        const events: { op: string; urn: string }[] = [];
+        const preview = await stack.preview({
+            onEvent: (event) => {
+                if (event.resourcePreEvent) {
+                    events.push({ op: event.resourcePreEvent.metadata.op, urn: event.resourcePreEvent.metadata.urn });
+                }
+            },
+        });
+        const changed = (op: string) =>
+            events
+                .filter((event) => event.op === op)
+                .map((event) => event.urn.split("::").pop()!)
+                .sort();
+        // The nodes (and their probes) stay; the Ray cluster goes; the mp ranks come.
+        expect(changed("delete")).toEqual(["ray", "ray-ready", "ray-spark1-ray-head", "ray-spark1-ray-joined", "ray-spark2-ray-joined", "ray-spark2-ray-worker", "vllm-serve"]);
+        expect(changed("create")).toEqual(["vllm-ready", "vllm-spark1-rank0", "vllm-spark2-rank1"]);
+        expect(preview.changeSummary.same).toBeGreaterThanOrEqual(6);
+
+        const up = await stack.up();
+        expect(up.summary.result).toBe("succeeded");
+        expect(servingContainers(cluster)).toEqual(["vllm-fleet-vllm", "vllm-fleet-vllm"]);
+        const body = await complete(up.outputs.endpoint.value);
+        expect(body.vllm_fleet_ranks.map((rank) => rank.ip).sort()).toEqual(cluster.nodes.map((node) => node.fabricIp).sort());
+    });
+});
