@@ -31,8 +31,22 @@ export interface SshConnection {
     readonly connectTimeoutSeconds: number;
 }
 
-export interface HostCommandArgs {
+/** Another node whose command's standard output becomes the standard input of this one. */
+export interface PipeSource {
     readonly connection: SshConnection;
+    readonly command: pulumi.Input<string>;
+}
+
+export interface HostCommandArgs {
+    /** A private key file, for the local ssh clients of a pipe with the pulumi-command runner. */
+    readonly keyPath?: string;
+    readonly connection: SshConnection;
+    /**
+     * Streams `source.command`'s output (run on another node) into this command's standard input,
+     * through the machine running Pulumi: nodes need no keys for each other. The command may exit
+     * early without reading (e.g. "already there"); the source is then stopped.
+     */
+    readonly source?: PipeSource;
     readonly create: pulumi.Input<string>;
     readonly update?: pulumi.Input<string>;
     readonly delete?: pulumi.Input<string>;
@@ -54,6 +68,30 @@ export function hostCommand(
     opts: pulumi.CustomResourceOptions = {},
 ): HostCommand {
     const options: pulumi.CustomResourceOptions = { ...opts, deleteBeforeReplace: true };
+    if (runner === "pulumi-command" && args.source) {
+        // remote.Command cannot read from another host: run the two ssh clients here. They need
+        // the key as a file (ssh.privateKeyPath).
+        const keyPath = args.keyPath;
+        if (!keyPath) {
+            throw new Error(`${name}: piping between nodes with the pulumi-command runner needs vllm-fleet:ssh.privateKeyPath`);
+        }
+        const pipe = (to: pulumi.Input<string>) =>
+            pulumi
+                .all([args.source!.command, to])
+                .apply(([from, into]) => `${sshCommandLine(args.source!.connection, keyPath, from)} | ${sshCommandLine(args.connection, keyPath, into)}`);
+        const resource = new command.local.Command(
+            name,
+            {
+                create: pipe(args.create),
+                update: args.update === undefined ? undefined : pipe(args.update),
+                triggers: args.triggers,
+                addPreviousOutputInEnv: false,
+                interpreter: ["/bin/bash", "-c"],
+            },
+            options,
+        );
+        return { resource, stdout: resource.stdout };
+    }
     if (runner === "pulumi-command") {
         const resource = new command.remote.Command(
             name,
@@ -82,6 +120,29 @@ export function hostCommand(
     return { resource, stdout: resource.stdout };
 }
 
+/** The ssh client options both runners use (host key checked when known, no prompts). */
+function sshOptions(connection: { port: number; connectTimeoutSeconds: number; hostKey?: string }, knownHostsFile: string): string[] {
+    return [
+        "-p", String(connection.port),
+        "-o", "BatchMode=yes",
+        "-o", "IdentitiesOnly=yes",
+        "-o", `ConnectTimeout=${connection.connectTimeoutSeconds}`,
+        "-o", "ConnectionAttempts=2",
+        "-o", "ServerAliveInterval=15",
+        "-o", "ServerAliveCountMax=8",
+        "-o", `StrictHostKeyChecking=${connection.hostKey ? "yes" : "no"}`,
+        "-o", `UserKnownHostsFile=${connection.hostKey ? knownHostsFile : "/dev/null"}`,
+        "-o", "LogLevel=ERROR",
+    ];
+}
+
+/** A local shell line running `remote` on the node with the system ssh client (quoted throughout). */
+export function sshCommandLine(connection: SshConnection, keyPath: string, remote: string): string {
+    const quote = (value: string) => `'${value.replace(/'/g, `'\\''`)}'`;
+    const options = sshOptions({ ...connection, hostKey: undefined }, "/dev/null");
+    return ["ssh", "-i", keyPath, ...options, `${connection.user}@${connection.host}`, "--", remote].map(quote).join(" ");
+}
+
 /** The inputs (and stored outputs) of the builtin resource. */
 interface SshCommandProps {
     node: string;
@@ -95,13 +156,15 @@ interface SshCommandProps {
     update?: string;
     delete?: string;
     triggers?: unknown[];
+    source?: { node: string; host: string; port: number; user: string; hostKey?: string; command: string };
     stdout?: string;
     stderr?: string;
 }
 
 /**
- * Runs `commandLine` on the node with the system ssh client. Self-contained (it `require`s what it
- * uses) because Pulumi serializes it into the dynamic provider.
+ * Runs `commandLine` on the node with the system ssh client; with `props.source`, the source node's
+ * command is piped into it. Self-contained (it `require`s what it uses) because Pulumi serializes it
+ * into the dynamic provider.
  */
 async function runOverSsh(props: SshCommandProps, commandLine: string): Promise<{ stdout: string; stderr: string }> {
     const childProcess = require("child_process") as typeof import("child_process");
@@ -112,50 +175,60 @@ async function runOverSsh(props: SshCommandProps, commandLine: string): Promise<
     try {
         const keyFile = path.join(dir, "key");
         fs.writeFileSync(keyFile, props.privateKey.endsWith("\n") ? props.privateKey : `${props.privateKey}\n`, { mode: 0o600 });
-        const knownHosts = path.join(dir, "known_hosts");
-        if (props.hostKey) {
-            const hostField = props.port === 22 ? props.host : `[${props.host}]:${props.port}`;
-            fs.writeFileSync(knownHosts, `${hostField} ${props.hostKey}\n`);
-        }
-        const sshArgs = [
-            "-i", keyFile,
-            "-p", String(props.port),
-            "-o", "BatchMode=yes",
-            "-o", "IdentitiesOnly=yes",
-            "-o", `ConnectTimeout=${props.connectTimeoutSeconds}`,
-            "-o", "ConnectionAttempts=2",
-            "-o", "ServerAliveInterval=15",
-            "-o", "ServerAliveCountMax=8",
-            "-o", `StrictHostKeyChecking=${props.hostKey ? "yes" : "no"}`,
-            "-o", `UserKnownHostsFile=${props.hostKey ? knownHosts : "/dev/null"}`,
-            "-o", "LogLevel=ERROR",
-            `${props.user}@${props.host}`,
-            "--",
-            commandLine,
-        ];
+        const argsFor = (target: { node: string; host: string; port: number; user: string; hostKey?: string }, remote: string) => {
+            const knownHosts = path.join(dir, `known_hosts-${target.node}`);
+            if (target.hostKey) {
+                const hostField = target.port === 22 ? target.host : `[${target.host}]:${target.port}`;
+                fs.writeFileSync(knownHosts, `${hostField} ${target.hostKey}\n`);
+            }
+            return ["-i", keyFile, ...sshOptions({ ...target, connectTimeoutSeconds: props.connectTimeoutSeconds }, knownHosts), `${target.user}@${target.host}`, "--", remote];
+        };
+        const tail = (text: string) => text.trimEnd().split("\n").slice(-40).join("\n");
+        const failure = (target: { node: string; host: string; port: number; user: string }, code: number | null, signal: string | null, stdout: string, stderr: string) => {
+            const what = code === 255 ? "ssh failed (connection or authentication)" : `the command exited ${code ?? signal}`;
+            return new Error(
+                `node ${target.node} (${target.user}@${target.host}:${target.port}): ${what}\n` +
+                    (stderr.trim() ? `--- stderr (tail) ---\n${tail(stderr)}\n` : "") +
+                    (stdout.trim() ? `--- stdout (tail) ---\n${tail(stdout)}\n` : ""),
+            );
+        };
         return await new Promise((resolve, reject) => {
-            const child = childProcess.spawn("ssh", sshArgs, { stdio: ["ignore", "pipe", "pipe"] });
+            const source = props.source;
+            const sourceChild = source ? childProcess.spawn("ssh", argsFor(source, source.command), { stdio: ["ignore", "pipe", "pipe"] }) : undefined;
+            const child = childProcess.spawn("ssh", argsFor(props, commandLine), { stdio: [sourceChild ? "pipe" : "ignore", "pipe", "pipe"] });
+            const sourceErr: Buffer[] = [];
+            let sourceExit: { code: number | null; signal: string | null } | undefined;
+            if (sourceChild && child.stdin) {
+                sourceChild.stdout.pipe(child.stdin);
+                // The target may stop reading early (nothing to copy): that is not an error.
+                child.stdin.on("error", () => undefined);
+                sourceChild.stderr.on("data", (chunk: Buffer) => sourceErr.push(chunk));
+                sourceChild.on("close", (code: number | null, signal: string | null) => {
+                    sourceExit = { code, signal };
+                });
+            }
             const out: Buffer[] = [];
             const err: Buffer[] = [];
-            child.stdout.on("data", (chunk: Buffer) => out.push(chunk));
-            child.stderr.on("data", (chunk: Buffer) => err.push(chunk));
+            child.stdout!.on("data", (chunk: Buffer) => out.push(chunk));
+            child.stderr!.on("data", (chunk: Buffer) => err.push(chunk));
             child.on("error", (error: Error) => reject(new Error(`node ${props.node} (${props.host}:${props.port}): cannot run ssh: ${error.message}`)));
             child.on("close", (code: number | null, signal: string | null) => {
+                if (sourceChild && sourceExit === undefined) {
+                    sourceChild.kill();
+                }
                 const stdout = Buffer.concat(out).toString("utf8");
                 const stderr = Buffer.concat(err).toString("utf8");
                 if (code === 0) {
                     resolve({ stdout, stderr });
                     return;
                 }
-                const tail = (text: string) => text.trimEnd().split("\n").slice(-40).join("\n");
-                const what = code === 255 ? "ssh failed (connection or authentication)" : `the command exited ${code ?? signal}`;
-                reject(
-                    new Error(
-                        `node ${props.node} (${props.user}@${props.host}:${props.port}): ${what}\n` +
-                            (stderr.trim() ? `--- stderr (tail) ---\n${tail(stderr)}\n` : "") +
-                            (stdout.trim() ? `--- stdout (tail) ---\n${tail(stdout)}\n` : ""),
-                    ),
-                );
+                const error = failure(props, code, signal, stdout, stderr);
+                if (source && sourceExit && sourceExit.code !== 0 && sourceExit.code !== null) {
+                    // The target failed because its source did: say so first.
+                    reject(new Error(`${failure(source, sourceExit.code, sourceExit.signal, "", Buffer.concat(sourceErr).toString("utf8")).message}${error.message}`));
+                    return;
+                }
+                reject(error);
             });
         });
     } finally {
@@ -172,7 +245,9 @@ const sshCommandProvider: pulumi.dynamic.ResourceProvider = {
     async diff(_id: string, olds: SshCommandProps, news: SshCommandProps) {
         const same = (a: unknown, b: unknown) => JSON.stringify(a ?? null) === JSON.stringify(b ?? null);
         const replaces = (["triggers", "host", "port", "node"] as const).filter((key) => !same(olds[key], news[key]));
-        const changed = (["create", "update", "delete", "user", "hostKey", "connectTimeoutSeconds"] as const).filter((key) => !same(olds[key], news[key]));
+        const changed = (["create", "update", "delete", "user", "hostKey", "connectTimeoutSeconds", "source"] as const).filter(
+            (key) => !same(olds[key], news[key]),
+        );
         return {
             changes: replaces.length + changed.length > 0,
             replaces: [...replaces],
@@ -212,6 +287,16 @@ export class SshCommand extends pulumi.dynamic.Resource {
                 update: args.update,
                 delete: args.delete,
                 triggers: args.triggers,
+                source: args.source
+                    ? {
+                          node: args.source.connection.node,
+                          host: args.source.connection.host,
+                          port: args.source.connection.port,
+                          user: args.source.connection.user,
+                          hostKey: args.source.connection.hostKey,
+                          command: args.source.command,
+                      }
+                    : undefined,
                 stdout: undefined,
                 stderr: undefined,
             },

@@ -5,7 +5,7 @@ import { FabricFacts, NodeFacts, findFabric, parseProbeOutput, preflight } from 
 import { describeFitPlan, fitNodeFromFacts, kvCacheDtypeFromArgs, parseModelConfig, planFit, safetensorsWeightBytes } from "../infra/fit";
 import { PlannedNode, gpusNeeded } from "../infra/plan";
 import { CommandRunner, SshConnection, hostCommand } from "./hostCommand";
-import { bashCommand, scriptProgram } from "./shell";
+import { bashCommand, scriptProgram, shQuote } from "./shell";
 
 export interface SparkNodeArgs {
     readonly node: FleetNode;
@@ -22,6 +22,11 @@ export interface SparkNodeArgs {
     readonly modelPath: string;
     /** The fabric subnet: the node's interface with an address in it is its fabric interface. */
     readonly fabricSubnet: string;
+    /**
+     * How the image arrives before the probe: pulled here, or copied from another node (whose image
+     * id is wanted); absent: it must be present already.
+     */
+    readonly imageFrom?: "pull" | { readonly node: SparkNode; readonly imageId: pulumi.Output<string> };
 }
 
 /**
@@ -52,14 +57,17 @@ export class SparkNode extends pulumi.ComponentResource {
             hostKey: args.node.hostKey,
             connectTimeoutSeconds: args.connectTimeoutSeconds,
         };
+        const image = this.deliverImage(name, args);
         const probe = hostCommand(
             args.runner,
             `${name}-probe`,
             {
                 connection: this.connection,
                 create: bashCommand(scriptProgram("probe", { IMAGE: args.image, MODEL_PATH: args.modelPath })),
+                // What the probe saw is stale once the image was delivered anew.
+                triggers: image ? [image.stdout] : undefined,
             },
-            { parent: this },
+            { parent: this, dependsOn: image ? [image.resource] : [] },
         );
         this.facts = probe.stdout.apply(parseProbeOutput);
         this.fabric = this.facts.apply((facts) => findFabric(args.node.name, facts, args.fabricSubnet));
@@ -78,6 +86,33 @@ export class SparkNode extends pulumi.ComponentResource {
             );
         }
         this.registerOutputs({ facts: this.facts, fabric: this.fabric });
+    }
+
+    /** Pulls the image, or streams it from another node, before the probe looks at it. */
+    private deliverImage(name: string, args: SparkNodeArgs) {
+        if (args.imageFrom === undefined) {
+            return undefined;
+        }
+        if (args.imageFrom === "pull") {
+            return hostCommand(
+                args.runner,
+                `${name}-image`,
+                { connection: this.connection, create: bashCommand(scriptProgram("image-pull", { IMAGE: args.image })) },
+                { parent: this },
+            );
+        }
+        const from = args.imageFrom;
+        return hostCommand(
+            args.runner,
+            `${name}-image`,
+            {
+                connection: this.connection,
+                keyPath: args.privateKeyPath,
+                source: { connection: from.node.connection, command: bashCommand(`docker save ${shQuote(args.image)}`) },
+                create: from.imageId.apply((imageId) => bashCommand(scriptProgram("image-load", { IMAGE: args.image, WANT_ID: imageId }))),
+            },
+            { parent: this },
+        );
     }
 }
 

@@ -143,6 +143,12 @@ const fabricSchema = z.strictObject({
 
 const imageSchema = z.strictObject({
     name: z.string().regex(IMAGE_REF, "a Docker image reference such as nvcr.io/nvidia/vllm:25.11-py3"),
+    /**
+     * How the image gets onto the nodes: `present` (already there; preflight checks), `pull` (docker
+     * pull on every node), `copy` (docker save on the first node, docker load on the others over SSH,
+     * skipped where the id already matches).
+     */
+    source: z.enum(["present", "pull", "copy"]).default("present"),
 });
 
 const modelSchema = z
@@ -237,7 +243,7 @@ export interface FleetConfig {
     /** A private key file to read when the secret vllm-fleet:sshPrivateKey is not set. */
     readonly sshPrivateKeyPath?: string;
     readonly fabric: { readonly subnet: string };
-    readonly image: { readonly name: string };
+    readonly image: { readonly name: string; readonly source: "present" | "pull" | "copy" };
     readonly containerDriver: "docker" | "ssh";
     /** How commands reach the hosts: @pulumi/command, or vllm-fleet's own SSH resource. */
     readonly commandRunner: "pulumi-command" | "builtin";

@@ -235,6 +235,33 @@ export function findFabric(node: string, facts: NodeFacts, subnet: string): Fabr
     return { interface: iface.name, ip: address.ip, hcas };
 }
 
+/**
+ * The first difference between two model directories (file names, sizes, config.json content), or
+ * undefined when they match. Used to refuse nodes whose weights differ from node 0's.
+ */
+export function firstModelDifference(reference: ModelDirFacts, other: ModelDirFacts): string | undefined {
+    const theirs = new Map(other.files.map((file) => [file.name, file.bytes]));
+    const ours = new Map(reference.files.map((file) => [file.name, file.bytes]));
+    const names = [...new Set([...ours.keys(), ...theirs.keys()])].sort();
+    for (const name of names) {
+        const want = ours.get(name);
+        const have = theirs.get(name);
+        if (have === undefined) {
+            return `${name} is missing`;
+        }
+        if (want === undefined) {
+            return `${name} is extra`;
+        }
+        if (want !== have) {
+            return `${name} has ${have} bytes, not ${want}`;
+        }
+    }
+    if (reference.configSha256 !== other.configSha256) {
+        return "config.json has other content";
+    }
+    return undefined;
+}
+
 /** Everything preflight needs to compare across nodes. */
 export interface PreflightInput {
     readonly name: string;
@@ -261,6 +288,15 @@ export function preflight(
             problems.push(`node ${name}: model directory ${options.modelPath} does not exist`);
         } else if (!facts.model.files.some((file) => file.name === "config.json")) {
             problems.push(`node ${name}: model directory ${options.modelPath} has no config.json`);
+        }
+    }
+    const reference = nodes[0];
+    for (const { name, facts } of nodes.slice(1)) {
+        if (reference && reference.facts.model.exists && facts.model.exists) {
+            const difference = firstModelDifference(reference.facts.model, facts.model);
+            if (difference) {
+                problems.push(`node ${name}: model directory ${options.modelPath} differs from ${reference.name}'s: ${difference}`);
+            }
         }
     }
     const ids = new Map<string, string[]>();

@@ -92,8 +92,10 @@ export async function fleetProgram(): Promise<FleetOutputs> {
     const apiKey = pulumiConfig.getSecret("vllmApiKey");
     const stack = pulumi.getStack();
 
-    const nodes = config.nodes.map(
-        (node) =>
+    const nodes: SparkNode[] = [];
+    for (const node of config.nodes) {
+        const source = nodes[0];
+        nodes.push(
             new SparkNode(node.name, {
                 node,
                 privateKey,
@@ -104,8 +106,15 @@ export async function fleetProgram(): Promise<FleetOutputs> {
                 image: config.image.name,
                 modelPath: config.model.path,
                 fabricSubnet: config.fabric.subnet,
+                imageFrom:
+                    config.image.source === "pull"
+                        ? "pull"
+                        : config.image.source === "copy" && source
+                          ? { node: source, imageId: source.facts.apply((facts) => facts.imageId ?? "") }
+                          : undefined,
             }),
-    );
+        );
+    }
     const planned = planFleet(config, nodes);
     const ray = config.executor === "ray" ? new RayCluster("ray", { config, stack, nodes, planned }) : undefined;
     const vllm = new VllmService("vllm", { config, stack, nodes, planned, ray, apiKey });

@@ -151,6 +151,23 @@ describe("preflight", () => {
         expect(message).toContain("node spark2: model directory /models/q does not exist");
     });
 
+    it("names the node and the first file where its weights differ from node 0's", () => {
+        const short = parseProbeOutput(
+            sparkProbe({ model: "exists yes\nconfig-sha256 abc123\n4096 config.json\n61000000000 model-00001-of-00002.safetensors" }),
+        );
+        expect(failure([{ name: "spark1", facts: good }, { name: "spark2", facts: short }])).toContain(
+            "node spark2: model directory /models/q differs from spark1's: model-00002-of-00002.safetensors is missing",
+        );
+        const truncated = parseProbeOutput(
+            sparkProbe({ model: "exists yes\nconfig-sha256 abc123\n4096 config.json\n61000000000 model-00001-of-00002.safetensors\n100 model-00002-of-00002.safetensors" }),
+        );
+        expect(failure([{ name: "spark1", facts: good }, { name: "spark2", facts: truncated }])).toContain(
+            "model-00002-of-00002.safetensors has 100 bytes, not 60000000000",
+        );
+        const otherConfig = parseProbeOutput(sparkProbe().replace("config-sha256 abc123", "config-sha256 fff"));
+        expect(failure([{ name: "spark1", facts: good }, { name: "spark2", facts: otherConfig }])).toContain("config.json has other content");
+    });
+
     it("counts GPUs across nodes against TP×PP", () => {
         expect(failure([{ name: "spark1", facts: good }])).toContain("TP×PP needs 2 GPUs but the nodes have 1 (spark1: 1)");
     });

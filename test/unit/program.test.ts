@@ -33,7 +33,8 @@ function runWithFakeDocker(commandLine: string): string[][] {
         fs.writeFileSync(
             path.join(dir, "docker"),
             `#!/bin/bash\nprintf '%s\\0' "$@" >> ${JSON.stringify(log)}\nprintf '\\n' >> ${JSON.stringify(log)}\n` +
-                `case "$1" in inspect) echo true ;; esac\nexit 0\n`,
+                // Every node has the image the mock probes report (sha256:aaaa...), every container runs.
+                `case "$*" in *"{{.Id}}"*) echo sha256:${"a".repeat(64)} ;; inspect*) echo true ;; esac\nexit 0\n`,
             { mode: 0o755 },
         );
         fs.writeFileSync(path.join(dir, "sleep"), "#!/bin/sh\nexit 0\n", { mode: 0o755 });
@@ -273,5 +274,26 @@ describe("the mp executor (vLLM's native multi-node)", async () => {
         const calls = runWithFakeDocker(unsecret(run.byName("vllm-spark2-rank1").inputs.create));
         const removals = calls.filter((args) => args[0] === "rm").map((args) => args[args.length - 1]);
         expect(removals).toEqual(["vllm-fleet-vllm", "vllm-fleet-ray"]);
+    });
+});
+
+describe("image delivery", () => {
+    it("copies from the first node to the others before their probe, skipping a node that has the id", async () => {
+        const run = await runProgram({ ...duo, image: { name: "vllm:test", source: "copy" } }, probe);
+        expect(run.resources.some((r) => r.name === "spark1-image")).toBe(false);
+        const copy = run.byName("spark2-image");
+        expect(copy.inputs.source).toMatchObject({ node: "spark1", host: "10.1.230.180", command: `bash -c 'docker save '\\''vllm:test'\\'''` });
+        expect(run.byName("spark2-probe").dependencies).toContain(copy.urn);
+        // The target reads nothing when it already has node 1's image id.
+        const calls = runWithFakeDocker(copy.inputs.create);
+        expect(calls.map((args) => args[0])).toEqual(["image"]);
+    });
+
+    it("pulls on every node with source pull", async () => {
+        const run = await runProgram({ ...duo, image: { name: "vllm:test", source: "pull" } }, probe);
+        for (const node of ["spark1", "spark2"]) {
+            const calls = runWithFakeDocker(run.byName(`${node}-image`).inputs.create);
+            expect(calls[0]).toEqual(["pull", "--quiet", "vllm:test"]);
+        }
     });
 });

@@ -1,0 +1,120 @@
+/**
+ * End to end on simulated Sparks: what preflight catches before any container starts (a node whose
+ * image differs, a node missing a weight file, a model that cannot fit) and the image copy that
+ * fixes the first. Real SSH and Docker; the GPU, the fabric link and vLLM are stand-ins.
+ */
+import * as fs from "fs";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { Stack } from "@pulumi/pulumi/automation";
+import { openStack } from "../../infra/automation";
+import { SimCluster, onNode, putTinyModel, simDown, simStackConfig, simUp, tempWorkspace } from "./simCluster";
+
+const MODEL_DIR = "/home/spark/models/tiny-moe";
+
+async function failureOf(action: Promise<unknown>): Promise<string> {
+    return action.then(
+        () => {
+            throw new Error("expected the deployment to fail");
+        },
+        (error: Error) => error.message,
+    );
+}
+
+function imageId(cluster: SimCluster, index: number): string {
+    return onNode(cluster.nodes[index], `docker image inspect --format '{{.Id}}' ${cluster.workloadImage}`).trim();
+}
+
+function noContainers(cluster: SimCluster): void {
+    for (const node of cluster.nodes) {
+        expect(onNode(node, "docker ps -aq").trim()).toBe("");
+    }
+}
+
+describe("preflight and image copy on 2 simulated Sparks", () => {
+    const name = "e2e-dist";
+    let cluster: SimCluster;
+    let workspace: { dir: string; envVars: Record<string, string> };
+    const stacks: Stack[] = [];
+
+    beforeAll(() => {
+        cluster = simUp(name, 2);
+        putTinyModel(cluster, MODEL_DIR);
+        workspace = tempWorkspace(`vllm-fleet-${name}-`);
+    });
+
+    afterAll(async () => {
+        try {
+            for (const stack of stacks) {
+                await stack.destroy().catch(() => undefined);
+                await stack.workspace.removeStack(stack.name, { force: true }).catch(() => undefined);
+            }
+        } finally {
+            if (cluster) {
+                simDown(name);
+            }
+            fs.rmSync(workspace.dir, { recursive: true, force: true });
+        }
+    });
+
+    it("refuses a node whose image differs, then fixes it by copying from the first node", async () => {
+        // Same tag, another image: what a node that pulled a moving tag at another time has.
+        onNode(
+            cluster.nodes[1],
+            `docker run --name drift --entrypoint sh ${cluster.workloadImage} -c 'echo drift > /drift' && docker commit drift ${cluster.workloadImage} >/dev/null && docker rm drift >/dev/null`,
+        );
+        const original = imageId(cluster, 0);
+        const drifted = imageId(cluster, 1);
+        expect(drifted).not.toBe(original);
+
+        const stack = await openStack(`${name}-image`, { workDir: workspace.dir, envVars: workspace.envVars, config: simStackConfig(cluster, MODEL_DIR) });
+        stacks.push(stack);
+        const message = await failureOf(stack.up());
+        expect(message).toContain(
+            `image ${cluster.workloadImage} differs across nodes: spark1 have ${original.slice(7, 19)}; spark2 have ${drifted.slice(7, 19)}`,
+        );
+        noContainers(cluster);
+
+        await stack.setConfig("vllm-fleet:image", { value: JSON.stringify({ name: cluster.workloadImage, source: "copy" }) });
+        const up = await stack.up();
+        expect(up.summary.result).toBe("succeeded");
+        expect(imageId(cluster, 1)).toBe(original);
+        const copied = /image-copied \S+ \S+ bytes=(\d+) seconds=(\d+)/.exec(up.stdout + up.stderr);
+        const state = JSON.stringify(await stack.exportStack());
+        const record = /image-copied [^"\\]+ bytes=(\d+) seconds=(\d+)/.exec(state) ?? copied;
+        expect(record).not.toBeNull();
+        const bytes = Number(record![1]);
+        const seconds = Math.max(1, Number(record![2]));
+        console.log(`image copy: ${(bytes / 1024 ** 2).toFixed(0)} MiB in ${seconds} s = ${(bytes / 1024 ** 2 / seconds).toFixed(1)} MiB/s`);
+
+        await stack.destroy();
+    });
+
+    it("refuses a node missing a weight file, naming the node and the file", async () => {
+        onNode(cluster.nodes[1], `rm ${MODEL_DIR}/model-00001-of-00001.safetensors`);
+        try {
+            const stack = await openStack(`${name}-weights`, { workDir: workspace.dir, envVars: workspace.envVars, config: simStackConfig(cluster, MODEL_DIR) });
+            stacks.push(stack);
+            const message = await failureOf(stack.up());
+            expect(message).toContain(`node spark2: model directory ${MODEL_DIR} differs from spark1's: model-00001-of-00001.safetensors is missing`);
+            noContainers(cluster);
+        } finally {
+            putTinyModel(cluster, MODEL_DIR);
+        }
+    });
+
+    it("refuses a model that cannot fit, with the numbers, before any container, and again at preview", async () => {
+        const bigDir = "/home/spark/models/too-big";
+        putTinyModel(cluster, bigDir);
+        // A sparse 200 GB weight file: the size is what the planner reads, no disk is used.
+        for (const node of cluster.nodes) {
+            onNode(node, `truncate -s 200G ${bigDir}/model-00001-of-00001.safetensors`);
+        }
+        const stack = await openStack(`${name}-fit`, { workDir: workspace.dir, envVars: workspace.envVars, config: simStackConfig(cluster, bigDir) });
+        stacks.push(stack);
+        const message = await failureOf(stack.up());
+        expect(message).toMatch(/needs \d+\.\d GiB per rank \(\d+\.\d GiB of weights \+ \d+\.\d GiB runtime overhead\), spark1 has \d+\.\d GiB usable/);
+        noContainers(cluster);
+        // The probes' facts are in the state now: preview refuses with the same numbers.
+        expect(await failureOf(stack.preview())).toMatch(/needs \d+\.\d GiB per rank/);
+    });
+});
