@@ -36,8 +36,8 @@ describe("preflight and image copy on 2 simulated Sparks", () => {
     let workspace: { dir: string; envVars: Record<string, string> };
     const stacks: Stack[] = [];
 
-    beforeAll(() => {
-        cluster = simUp(name, 2);
+    beforeAll(async () => {
+        cluster = await simUp(name, 2);
         putTinyModel(cluster, MODEL_DIR);
         workspace = tempWorkspace(`vllm-fleet-${name}-`);
     });
@@ -50,7 +50,7 @@ describe("preflight and image copy on 2 simulated Sparks", () => {
             }
         } finally {
             if (cluster) {
-                simDown(name);
+                await simDown(name);
             }
             fs.rmSync(workspace.dir, { recursive: true, force: true });
         }

@@ -38,7 +38,7 @@ describe.each([
     let workDir: string;
 
     beforeAll(async () => {
-        cluster = simUp(name, nodes);
+        cluster = await simUp(name, nodes);
         putTinyModel(cluster, MODEL_DIR);
         const workspace = tempWorkspace(`vllm-fleet-${name}-`);
         workDir = workspace.dir;
@@ -57,7 +57,7 @@ describe.each([
             }
         } finally {
             if (cluster) {
-                simDown(name);
+                await simDown(name);
             }
             if (workDir) {
                 fs.rmSync(workDir, { recursive: true, force: true });
@@ -93,7 +93,7 @@ describe("switching a running stack from the Ray executor to mp", () => {
     let workDir: string;
 
     beforeAll(async () => {
-        cluster = simUp(name, 2);
+        cluster = await simUp(name, 2);
         putTinyModel(cluster, MODEL_DIR);
         const workspace = tempWorkspace(`vllm-fleet-${name}-`);
         workDir = workspace.dir;
@@ -108,7 +108,7 @@ describe("switching a running stack from the Ray executor to mp", () => {
             }
         } finally {
             if (cluster) {
-                simDown(name);
+                await simDown(name);
             }
             if (workDir) {
                 fs.rmSync(workDir, { recursive: true, force: true });

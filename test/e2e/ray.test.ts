@@ -52,7 +52,7 @@ describe.each([
     let envVars: Record<string, string>;
 
     beforeAll(async () => {
-        cluster = simUp(name, nodes);
+        cluster = await simUp(name, nodes);
         putTinyModel(cluster, MODEL_DIR);
         const workspace = tempWorkspace(`vllm-fleet-${name}-`);
         workDir = workspace.dir;
@@ -72,7 +72,7 @@ describe.each([
             }
         } finally {
             if (cluster) {
-                simDown(name);
+                await simDown(name);
             }
             if (workDir) {
                 fs.rmSync(workDir, { recursive: true, force: true });

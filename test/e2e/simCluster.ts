@@ -2,7 +2,8 @@
  * The e2e tests' handle on the proving ground (test/sim): bring up simulated Sparks, read their
  * cluster.json, run commands inside them, and tear everything down.
  */
-import { execFileSync } from "child_process";
+import { execFile, execFileSync } from "child_process";
+import { promisify } from "util";
 import * as fs from "fs";
 import * as os from "os";
 import * as path from "path";
@@ -36,20 +37,30 @@ export interface SimCluster {
     readonly nodes: readonly SimNode[];
 }
 
-function sim(args: string[], timeoutMs = 20 * 60_000): string {
-    return execFileSync("bash", [SIM, ...args], { encoding: "utf8", timeout: timeoutMs, stdio: ["ignore", "pipe", "inherit"] });
+/**
+ * Runs sim.sh without blocking the event loop: bringing a cluster up takes tens of seconds, and a
+ * test worker that blocks that long loses its line to the test runner.
+ */
+async function sim(args: string[], timeoutMs = 20 * 60_000): Promise<string> {
+    try {
+        const { stdout } = await promisify(execFile)("bash", [SIM, ...args], { encoding: "utf8", timeout: timeoutMs, maxBuffer: 64 * 1024 * 1024 });
+        return stdout;
+    } catch (error) {
+        const failure = error as Error & { stderr?: string };
+        throw new Error(`sim.sh ${args.join(" ")} failed: ${failure.message}\n${failure.stderr ?? ""}`);
+    }
 }
 
 /** Brings up `nodes` simulated Sparks as cluster `name` and returns its description. */
-export function simUp(name: string, nodes: number): SimCluster {
-    sim(["up", "-n", String(nodes), "-c", name]);
+export async function simUp(name: string, nodes: number): Promise<SimCluster> {
+    await sim(["up", "-n", String(nodes), "-c", name]);
     const file = path.join(REPO_ROOT, `test/sim/.state/${name}/cluster.json`);
     return JSON.parse(fs.readFileSync(file, "utf8")) as SimCluster;
 }
 
 /** Removes the cluster and everything it made (containers, networks, volumes). */
-export function simDown(name: string): void {
-    sim(["down", "-c", name], 5 * 60_000);
+export async function simDown(name: string): Promise<void> {
+    await sim(["down", "-c", name], 5 * 60_000);
 }
 
 /** Runs a command in a simulated node (as root), returning stdout. */
