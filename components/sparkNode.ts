@@ -1,7 +1,7 @@
 import * as pulumi from "@pulumi/pulumi";
 import * as docker from "@pulumi/docker";
 import { FleetConfig, FleetNode } from "../infra/config";
-import { FabricFacts, NodeFacts, findFabric, parseProbeOutput, preflight } from "../infra/facts";
+import { FabricFacts, ModelDirFacts, NodeFacts, findFabric, parseProbeOutput, preflight } from "../infra/facts";
 import { describeFitPlan, fitNodeFromFacts, kvCacheDtypeFromArgs, parseModelConfig, planFit, safetensorsWeightBytes } from "../infra/fit";
 import { PlannedNode, gpusNeeded } from "../infra/plan";
 import { CommandRunner, SshConnection, hostCommand } from "./hostCommand";
@@ -63,7 +63,7 @@ export class SparkNode extends pulumi.ComponentResource {
             `${name}-probe`,
             {
                 connection: this.connection,
-                create: bashCommand(scriptProgram("probe", { IMAGE: args.image, MODEL_PATH: args.modelPath })),
+                create: bashCommand(scriptProgram(["model-list", "probe"], { IMAGE: args.image, MODEL_PATH: args.modelPath })),
                 // What the probe saw is stale once the image was delivered anew.
                 triggers: image ? [image.stdout] : undefined,
             },
@@ -121,8 +121,18 @@ export class SparkNode extends pulumi.ComponentResource {
  * model in each node's memory (infra/fit.ts; the plan is logged), then each node as the plan sees
  * it. Fails, naming node and fact or the numbers, before any container starts.
  */
-export function planFleet(config: FleetConfig, nodes: readonly SparkNode[], parent?: pulumi.Resource): pulumi.Output<PlannedNode[]> {
-    return pulumi.all(nodes.map((node) => node.facts)).apply((factsList) => {
+export function planFleet(
+    config: FleetConfig,
+    nodes: readonly SparkNode[],
+    synced: ReadonlyMap<string, pulumi.Output<ModelDirFacts>> = new Map(),
+    parent?: pulumi.Resource,
+): pulumi.Output<PlannedNode[]> {
+    // A node that received the weights is judged by what is there after the sync.
+    const current = nodes.map((node) => {
+        const model = synced.get(node.nodeName);
+        return model ? pulumi.all([node.facts, model]).apply(([facts, listing]) => ({ ...facts, model: { ...listing, configJson: facts.model.configJson } })) : node.facts;
+    });
+    return pulumi.all(current).apply((factsList) => {
         preflight(
             factsList.map((facts, index) => ({ name: nodes[index].nodeName, facts })),
             { image: config.image.name, modelPath: config.model.path, gpusNeeded: gpusNeeded(config) },

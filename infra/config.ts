@@ -155,10 +155,13 @@ const modelSchema = z
     .strictObject({
         path: z.string().regex(ABSOLUTE_PATH, "an absolute path to the model directory on every node"),
         servedName: z.string().min(1).max(256).optional(),
+        /** `rsync`: copy the first node's model directory to the others over the fabric. */
+        sync: z.enum(["none", "rsync"]).default("none"),
     })
     .transform((model) => ({
         path: model.path.replace(/\/+$/, "") || "/",
         servedName: model.servedName ?? (model.path.replace(/\/+$/, "").split("/").pop() || model.path),
+        sync: model.sync,
     }));
 
 const parallelismSchema = z
@@ -249,7 +252,7 @@ export interface FleetConfig {
     readonly commandRunner: "pulumi-command" | "builtin";
     /** vLLM's distributed executor: `ray` (a Ray cluster) or `mp` (vLLM's native multi-node). */
     readonly executor: "ray" | "mp";
-    readonly model: { readonly path: string; readonly servedName: string };
+    readonly model: { readonly path: string; readonly servedName: string; readonly sync: "none" | "rsync" };
     readonly parallelism: { readonly tensor: number; readonly pipeline: number };
     readonly vllm: {
         readonly port: number;

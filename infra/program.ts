@@ -10,6 +10,7 @@ import * as pulumi from "@pulumi/pulumi";
 import { RayCluster } from "../components/rayCluster";
 import { SparkNode, planFleet } from "../components/sparkNode";
 import { VllmService } from "../components/vllmService";
+import { syncWeights } from "../components/weightSync";
 import { CONFIG_KEYS, CONFIG_NAMESPACE, ConfigError, ConfigKey, FleetConfig, parseFleetConfig } from "./config";
 import { findProjectRoot } from "./project";
 
@@ -115,7 +116,8 @@ export async function fleetProgram(): Promise<FleetOutputs> {
             }),
         );
     }
-    const planned = planFleet(config, nodes);
+    const synced = config.model.sync === "rsync" ? syncWeights(config, nodes, privateKey, undefined) : undefined;
+    const planned = planFleet(config, nodes, synced);
     const ray = config.executor === "ray" ? new RayCluster("ray", { config, stack, nodes, planned }) : undefined;
     const vllm = new VllmService("vllm", { config, stack, nodes, planned, ray, apiKey });
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Probe of one node: prints `### <section>` blocks that infra/facts.ts parses.
-# Inputs (assigned before this script): IMAGE, MODEL_PATH.
+# Inputs (assigned before this script): IMAGE, MODEL_PATH; runs after model-list.sh.
 # Read-only: it changes nothing on the host. A missing tool leaves its section empty; the checks
 # that need the fact then fail with the node named (preflight in infra/facts.ts).
 set -euo pipefail
@@ -32,15 +32,7 @@ section image
 docker image inspect --format '{{.Id}}' "$IMAGE" 2>/dev/null || true
 
 section model
-if [ -d "$MODEL_PATH" ]; then
-  echo "exists yes"
-  if [ -f "$MODEL_PATH/config.json" ]; then
-    echo "config-sha256 $(sha256sum "$MODEL_PATH/config.json" | cut -d' ' -f1)"
-  fi
-  find "$MODEL_PATH" -maxdepth 1 -type f -printf '%s %f\n' | sort -k2
-else
-  echo "exists no"
-fi
+list_model_dir "$MODEL_PATH"
 
 # The model's config.json itself, for the fit planner (infra/fit.ts); bounded in size.
 section model-config

@@ -89,17 +89,36 @@ describe("preflight and image copy on 2 simulated Sparks", () => {
         await stack.destroy();
     });
 
-    it("refuses a node missing a weight file, naming the node and the file", async () => {
+    it("refuses a node missing weight files, naming the first, then fixes it by rsync over the fabric", async () => {
         onNode(cluster.nodes[1], `rm ${MODEL_DIR}/model-00001-of-00001.safetensors`);
-        try {
-            const stack = await openStack(`${name}-weights`, { workDir: workspace.dir, envVars: workspace.envVars, config: simStackConfig(cluster, MODEL_DIR) });
-            stacks.push(stack);
-            const message = await failureOf(stack.up());
-            expect(message).toContain(`node spark2: model directory ${MODEL_DIR} differs from spark1's: model-00001-of-00001.safetensors is missing`);
-            noContainers(cluster);
-        } finally {
-            putTinyModel(cluster, MODEL_DIR);
-        }
+        // Something worth timing: 256 MiB that only the first node has.
+        onNode(cluster.nodes[0], `head -c 268435456 /dev/urandom > ${MODEL_DIR}/weights-extra.safetensors && chown spark ${MODEL_DIR}/weights-extra.safetensors`);
+        const stack = await openStack(`${name}-weights`, { workDir: workspace.dir, envVars: workspace.envVars, config: simStackConfig(cluster, MODEL_DIR) });
+        stacks.push(stack);
+        const message = await failureOf(stack.up());
+        expect(message).toContain(`node spark2: model directory ${MODEL_DIR} differs from spark1's: model-00001-of-00001.safetensors is missing`);
+        noContainers(cluster);
+
+        await stack.setConfig("vllm-fleet:model", { value: JSON.stringify({ path: MODEL_DIR, servedName: "tiny-moe", sync: "rsync" }) });
+        const up = await stack.up();
+        expect(up.summary.result).toBe("succeeded");
+        const listing = (index: number) => onNode(cluster.nodes[index], `cd ${MODEL_DIR} && find . -type f -printf '%s %f\\n' | sort`);
+        expect(listing(1)).toBe(listing(0));
+        // The fabric carried it: the daemon on the receiving node listened on its fabric address only.
+        const state = JSON.stringify(await stack.exportStack());
+        expect(state).toContain(`receiving into ${MODEL_DIR} on ${cluster.nodes[1].fabricIp}:28730`);
+        const synced = /weights-synced to [0-9.]+ millis=(\d+)/.exec(state);
+        const sent = /sent ([0-9,]+) bytes/.exec(state);
+        expect(synced).not.toBeNull();
+        expect(sent).not.toBeNull();
+        const bytes = Number(sent![1].replace(/,/g, ""));
+        expect(bytes).toBeGreaterThan(256 * 1024 ** 2);
+        const seconds = Math.max(1, Number(synced![1])) / 1000;
+        console.log(`weight sync: ${(bytes / 1024 ** 2).toFixed(0)} MiB in ${seconds.toFixed(2)} s = ${(bytes / 1024 ** 2 / seconds).toFixed(1)} MiB/s`);
+        // A second up changes nothing and copies nothing.
+        const again = await stack.up({ expectNoChanges: true });
+        expect(Object.keys(again.summary.resourceChanges ?? {})).toEqual(["same"]);
+        await stack.destroy();
     });
 
     it("refuses a model that cannot fit, with the numbers, before any container, and again at preview", async () => {

@@ -40,7 +40,7 @@ describe("parseFleetConfig defaults", () => {
             { name: "spark1", host: "10.1.230.180", user: "aurora", port: 22, hostKey: undefined },
             { name: "spark2", host: "10.1.230.181", user: "aurora", port: 22, hostKey: undefined },
         ]);
-        expect(config.model).toEqual({ path: "/home/aurora/models/Qwen3.5-122B-A10B-FP8", servedName: "Qwen3.5-122B-A10B-FP8" });
+        expect(config.model).toEqual({ path: "/home/aurora/models/Qwen3.5-122B-A10B-FP8", servedName: "Qwen3.5-122B-A10B-FP8", sync: "none" });
     });
 
     it("lets a node override the cluster-wide SSH user and port", () => {

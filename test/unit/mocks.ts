@@ -92,6 +92,10 @@ export async function runProgram(
                 const probeMatch = /^(.+)-probe$/.exec(name);
                 if (probeMatch) {
                     stdout = probe(probeMatch[1]);
+                } else if (/-weights-close$/.test(name)) {
+                    // After a sync the receiving node lists what the first node has.
+                    const listing = probe(name.replace(/-weights-close$/, "")).split("### model\n")[1].split("\n### ")[0];
+                    stdout = `### model\n${listing}`;
                 } else if (/-serve$/.test(name)) {
                     stdout = 'started\ncompletion {"choices":[{"text":"ranks: 0@x"}]}';
                 } else {

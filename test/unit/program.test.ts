@@ -58,6 +58,12 @@ function dockerRunArgs(run: MockRun, name: string): string[] {
     return call;
 }
 
+/** The bash program inside a `bash -c '<program>'` command line, read back by a shell, not run. */
+function programOf(commandLine: string): string {
+    expect(commandLine.startsWith("bash -c ")).toBe(true);
+    return execFileSync("sh", ["-c", `printf '%s' ${commandLine.slice("bash -c ".length)}`], { encoding: "utf8" });
+}
+
 function envOf(args: string[]): Record<string, string> {
     const env: Record<string, string> = {};
     args.forEach((arg, index) => {
@@ -295,5 +301,20 @@ describe("image delivery", () => {
             const calls = runWithFakeDocker(run.byName(`${node}-image`).inputs.create);
             expect(calls[0]).toEqual(["pull", "--quiet", "vllm:test"]);
         }
+    });
+});
+
+describe("weight sync", () => {
+    it("pushes from the first node to each other node over the fabric, before preflight", async () => {
+        const run = await runProgram({ ...duo, model: { path: "/models/q", sync: "rsync" } }, probe);
+        const receiveScript = programOf(unsecret(run.byName("spark2-weights-receive").inputs.create));
+        expect(receiveScript).toContain("BIND_IP='192.168.200.13'");
+        expect(receiveScript).toContain("SENDER_IP='192.168.200.12'");
+        const send = run.byName("spark2-weights-send");
+        expect(programOf(unsecret(send.inputs.create))).toContain("TARGET_IP='192.168.200.13'");
+        expect(unsecret(send.inputs.connection ?? {}).host ?? send.inputs.host).toBe("10.1.230.180");
+        expect(send.dependencies).toContain(run.byName("spark2-weights-receive").urn);
+        expect(run.byName("spark2-weights-close").dependencies).toContain(send.urn);
+        expect(run.resources.some((r) => r.name === "spark1-weights-receive")).toBe(false);
     });
 });
