@@ -3,11 +3,10 @@
  * image differs, a node missing a weight file, a model that cannot fit) and the image copy that
  * fixes the first. Real SSH and Docker; the GPU, the fabric link and vLLM are stand-ins.
  */
-import * as fs from "fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Stack } from "@pulumi/pulumi/automation";
 import { openStack } from "../../infra/automation";
-import { SimCluster, onNode, putTinyModel, simDown, simStackConfig, simUp, tempWorkspace } from "./simCluster";
+import { SimCluster, onNode, putTinyModel, simStackConfig, simUp, tearDown, tempWorkspace } from "./simCluster";
 
 const MODEL_DIR = "/home/spark/models/tiny-moe";
 
@@ -43,17 +42,7 @@ describe("preflight and image copy on 2 simulated Sparks", () => {
     });
 
     afterAll(async () => {
-        try {
-            for (const stack of stacks) {
-                await stack.destroy().catch(() => undefined);
-                await stack.workspace.removeStack(stack.name, { force: true }).catch(() => undefined);
-            }
-        } finally {
-            if (cluster) {
-                await simDown(name);
-            }
-            fs.rmSync(workspace.dir, { recursive: true, force: true });
-        }
+        await tearDown({ stacks, cluster: cluster ? name : undefined, workDir: workspace?.dir });
     });
 
     it("refuses a node whose image differs, then fixes it by copying from the first node", async () => {

@@ -2,11 +2,10 @@
  * End to end on simulated Sparks: vLLM's native multi-node executor (`mp`), and switching a running
  * stack from Ray to mp. Real SSH, Docker and Ray; the GPU, the fabric link and vLLM are stand-ins.
  */
-import * as fs from "fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Stack } from "@pulumi/pulumi/automation";
 import { openStack } from "../../infra/automation";
-import { SimCluster, onNode, putTinyModel, simDown, simStackConfig, simUp, tempWorkspace } from "./simCluster";
+import { SimCluster, onNode, putTinyModel, simStackConfig, simUp, tearDown, tempWorkspace } from "./simCluster";
 
 const MODEL_DIR = "/home/spark/models/tiny-moe";
 
@@ -50,19 +49,7 @@ describe.each([
     });
 
     afterAll(async () => {
-        try {
-            if (stack) {
-                await stack.destroy().catch(() => undefined);
-                await stack.workspace.removeStack(stack.name, { force: true }).catch(() => undefined);
-            }
-        } finally {
-            if (cluster) {
-                await simDown(name);
-            }
-            if (workDir) {
-                fs.rmSync(workDir, { recursive: true, force: true });
-            }
-        }
+        await tearDown({ stacks: [stack], cluster: cluster ? name : undefined, workDir });
     });
 
     it("comes up with rank 0 and headless ranks answering on their fabric addresses", async () => {
@@ -101,19 +88,7 @@ describe("switching a running stack from the Ray executor to mp", () => {
     });
 
     afterAll(async () => {
-        try {
-            if (stack) {
-                await stack.destroy().catch(() => undefined);
-                await stack.workspace.removeStack(stack.name, { force: true }).catch(() => undefined);
-            }
-        } finally {
-            if (cluster) {
-                await simDown(name);
-            }
-            if (workDir) {
-                fs.rmSync(workDir, { recursive: true, force: true });
-            }
-        }
+        await tearDown({ stacks: [stack], cluster: cluster ? name : undefined, workDir });
     });
 
     it("previews and applies as a replacement of the serving resources only", async () => {

@@ -3,11 +3,10 @@
  * container driver. Real SSH, Docker and Ray; the GPU, the fabric link and vLLM are stand-ins.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import * as fs from "fs";
 import { Stack } from "@pulumi/pulumi/automation";
 import { openStack } from "../../infra/automation";
 import { RAY_CONTAINER } from "../../infra/plan";
-import { SimCluster, onNode, putTinyModel, simDown, simStackConfig, simUp, tempWorkspace } from "./simCluster";
+import { SimCluster, onNode, putTinyModel, simStackConfig, simUp, tearDown, tempWorkspace } from "./simCluster";
 
 const MODEL_DIR = "/home/spark/models/tiny-moe";
 const timings: Record<string, number> = {};
@@ -65,20 +64,8 @@ describe.each([
     });
 
     afterAll(async () => {
-        try {
-            if (stack) {
-                await stack.destroy().catch(() => undefined);
-                await stack.workspace.removeStack(stack.name, { force: true }).catch(() => undefined);
-            }
-        } finally {
-            if (cluster) {
-                await simDown(name);
-            }
-            if (workDir) {
-                fs.rmSync(workDir, { recursive: true, force: true });
-            }
-            console.log(`timings (s) for ${nodes} nodes: ${JSON.stringify(timings)}`);
-        }
+        await tearDown({ stacks: [stack], cluster: cluster ? name : undefined, workDir });
+        console.log(`timings (s) for ${nodes} nodes: ${JSON.stringify(timings)}`);
     });
 
     it("comes up and answers a completion that names every fabric address", async () => {

@@ -7,7 +7,7 @@ import { promisify } from "util";
 import * as fs from "fs";
 import * as os from "os";
 import * as path from "path";
-import { ConfigMap } from "@pulumi/pulumi/automation";
+import { ConfigMap, Stack } from "@pulumi/pulumi/automation";
 import { findProjectRoot } from "../../infra/project";
 
 // From the project root, so that compiled code (bin/, e.g. the benchmark) finds the same files.
@@ -130,4 +130,26 @@ export function tempWorkspace(prefix: string): { dir: string; envVars: Record<st
         dir,
         envVars: { PULUMI_BACKEND_URL: `file://${path.join(dir, "state")}`, PULUMI_CONFIG_PASSPHRASE: "e2e" },
     };
+}
+
+/**
+ * Ends an e2e test whatever happened: destroys and removes its stacks, then removes its simulated
+ * cluster (everything sim.sh made) and its temporary workspace.
+ */
+export async function tearDown(parts: { stacks: readonly (Stack | undefined)[]; cluster?: string; workDir?: string }): Promise<void> {
+    try {
+        for (const stack of parts.stacks) {
+            if (stack) {
+                await stack.destroy().catch(() => undefined);
+                await stack.workspace.removeStack(stack.name, { force: true }).catch(() => undefined);
+            }
+        }
+    } finally {
+        if (parts.cluster) {
+            await simDown(parts.cluster);
+        }
+        if (parts.workDir) {
+            fs.rmSync(parts.workDir, { recursive: true, force: true });
+        }
+    }
 }

@@ -1,16 +1,8 @@
 import { describe, expect, it } from "vitest";
 import { ConfigError, cidrContains, parseCidr, parseFleetConfig } from "../../infra/config";
+import { sparkDuo } from "./stacks";
 
-const duo = {
-    nodes: [
-        { name: "spark1", host: "10.1.230.180" },
-        { name: "spark2", host: "10.1.230.181" },
-    ],
-    ssh: { user: "aurora" },
-    fabric: { subnet: "192.168.200.0/24" },
-    image: { name: "hellohal2064/vllm-qwen3.5-gb10:latest" },
-    model: { path: "/home/aurora/models/Qwen3.5-122B-A10B-FP8" },
-};
+const duo = sparkDuo;
 
 function issuesOf(raw: object): string[] {
     try {

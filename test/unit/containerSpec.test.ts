@@ -9,17 +9,9 @@ import {
 } from "../../components/containerSpec";
 import { parseFleetConfig } from "../../infra/config";
 import { PlannedNode, rayContainerSpec } from "../../infra/plan";
+import { sparkDuo } from "./stacks";
 
-const config = parseFleetConfig({
-    nodes: [
-        { name: "spark1", host: "10.1.230.180" },
-        { name: "spark2", host: "10.1.230.181" },
-    ],
-    ssh: { user: "aurora" },
-    fabric: { subnet: "192.168.200.0/24" },
-    image: { name: "hellohal2064/vllm-qwen3.5-gb10:latest" },
-    model: { path: "/home/aurora/models/Qwen3.5-122B-A10B-FP8" },
-});
+const config = parseFleetConfig(sparkDuo);
 const planned: PlannedNode[] = [
     { name: "spark1", fabric: { interface: "enp1s0f1np1", ip: "192.168.200.12", hcas: ["rocep1s0f1", "roceP2p1s0f1"] }, gpus: 1 },
     { name: "spark2", fabric: { interface: "enp1s0f1np1", ip: "192.168.200.13", hcas: ["rocep1s0f1"] }, gpus: 1 },

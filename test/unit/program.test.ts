@@ -4,22 +4,16 @@ import * as os from "os";
 import * as path from "path";
 import { describe, expect, it } from "vitest";
 import { MockRun, RecordedResource, runProgram, sparkProbeOutput, unsecret } from "./mocks";
+import { sparkDuo } from "./stacks";
 
 const fabricIps: Record<string, string> = { spark1: "192.168.200.12", spark2: "192.168.200.13", spark3: "192.168.200.14" };
 const mgmtIps: Record<string, string> = { spark1: "10.1.230.180", spark2: "10.1.230.181", spark3: "10.1.230.182" };
 const probe = (node: string) => sparkProbeOutput(fabricIps[node], mgmtIps[node]);
 
 const duo = {
-    nodes: [
-        { name: "spark1", host: "10.1.230.180" },
-        { name: "spark2", host: "10.1.230.181" },
-    ],
-    ssh: { user: "aurora" },
-    fabric: { subnet: "192.168.200.0/24" },
-    image: { name: "hellohal2064/vllm-qwen3.5-gb10:latest" },
+    ...sparkDuo,
     containerDriver: "ssh",
     commandRunner: "builtin",
-    model: { path: "/home/aurora/models/Qwen3.5-122B-A10B-FP8" },
     vllm: { port: 30000, maxModelLen: 32768, reasoningParser: "qwen3", toolCallParser: "qwen3_coder", enableAutoToolChoice: true, trustRemoteCode: true },
 };
 
