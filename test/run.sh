@@ -90,11 +90,15 @@ case "$mode" in
     setup
     npx vitest run --config test/vitest.e2e.config.ts
     ;;
+  bench)
+    setup
+    bash test/bench/run.sh "${@:2}"
+    ;;
   setup)
     setup
     ;;
   *)
-    echo "usage: $0 test|demo|e2e|setup" >&2
+    echo "usage: $0 test|demo|e2e|bench|setup" >&2
     exit 2
     ;;
 esac

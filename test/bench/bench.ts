@@ -1,0 +1,544 @@
+/**
+ * The benchmark of issue 6 (`npm run bench -- [--runs K] [--nodes 2,4] [--out DIR]`): where the time
+ * of a deployment goes, on simulated Sparks, through the real Pulumi engine (Automation API).
+ *
+ * For each node count, K rounds of: cold `pulumi up`, `pulumi preview` and `pulumi up` with no
+ * change, a vLLM-only change (max-model-len), `pulumi destroy`; and on the largest count a cold
+ * `pulumi up --parallel 1` (the sequential baseline of a launcher script). Rounds interleave the node
+ * counts so that drift of the machine hits all alike; ratios are taken between medians of one run of
+ * the benchmark. A time is that of the `pulumi` command (start to its last output); the Automation
+ * API's follow-up commands are recorded apart. Every up's engine events become a timeline (critical
+ * path, time outside it, SVG Gantt chart). The hosts are checked as well: a no-op up logs in nowhere
+ * (sshd's log), a vLLM-only change leaves every Ray container as it was (id and start time).
+ *
+ * Writes DIR (default bench-report/): report.json, report.md, timeline-<N>nodes{,-parallel1,-noop,
+ * -vllm-change}.svg (the median run of each), timeline-<N>nodes{,-parallel1}-run<k>.svg (every cold
+ * up), and for each median run events-*.jsonl + export-*.json (input of `npm run timeline`).
+ * Simulated clusters are named bench<N> and removed at the end, also on failure or Ctrl-C.
+ */
+import { execFileSync } from "child_process";
+import * as fs from "fs";
+import * as os from "os";
+import * as path from "path";
+import { ConfigMap, EngineEvent, Stack, UpResult } from "@pulumi/pulumi/automation";
+import { openStack, REPO_ROOT } from "../../infra/automation";
+import { RAY_CONTAINER } from "../../infra/plan";
+import { EngineEventLike, Timeline, buildTimeline, formatTimelineSummary, longestChain, renderTimelineSvg, resourceGraphFromExport } from "../../infra/timeline";
+import { SimCluster, onNode, putTinyModel, simDown, simStackConfig, simUp, tempWorkspace } from "../e2e/simCluster";
+import { Check, OPERATION_LABELS, Operation, Sample, TargetResult, UpTimeline, evaluateTargets, median, mediansByNodes, renderMarkdown } from "./report";
+
+const MODEL_DIR = "/home/spark/models/tiny-moe";
+/** The attention heads of the model putTinyModel writes. */
+const TINY_MODEL_ATTENTION_HEADS = 6;
+const BASE_VLLM = { port: 8000, maxModelLen: 4096 };
+const CHANGED_VLLM = { port: 8000, maxModelLen: 2048 };
+
+/** Command-line options. */
+export interface BenchOptions {
+    readonly runs: number;
+    readonly nodeCounts: readonly number[];
+    readonly outDir: string;
+}
+
+/** Parses `--runs K`, `--nodes 2,4` and `--out DIR`. */
+export function parseBenchArgs(argv: readonly string[]): BenchOptions {
+    let runs = 3;
+    let nodeCounts = [2, 4];
+    let outDir = path.join(REPO_ROOT, "bench-report");
+    for (let index = 0; index < argv.length; index++) {
+        const flag = argv[index];
+        const value = argv[index + 1];
+        if (flag === "--runs" && value !== undefined) {
+            runs = Number(value);
+            index++;
+        } else if (flag === "--nodes" && value !== undefined) {
+            nodeCounts = value.split(",").map(Number);
+            index++;
+        } else if (flag === "--out" && value !== undefined) {
+            // npm runs scripts in the package directory; INIT_CWD is where the command was typed.
+            outDir = path.resolve(process.env.INIT_CWD ?? process.cwd(), value);
+            index++;
+        } else {
+            throw new Error(`unknown argument ${flag}; usage: bench [--runs K] [--nodes 2,4] [--out DIR]`);
+        }
+    }
+    if (!Number.isInteger(runs) || runs < 1) {
+        throw new Error(`--runs must be a positive integer, not ${runs}`);
+    }
+    if (nodeCounts.length === 0 || nodeCounts.some((count) => !Number.isInteger(count) || count < 1 || count > 8)) {
+        throw new Error(`--nodes must list node counts 1..8, not ${nodeCounts.join(",")}`);
+    }
+    return { runs, nodeCounts: [...new Set(nodeCounts)].sort((a, b) => a - b), outDir };
+}
+
+const log = (message: string) => console.error(`[bench ${new Date().toISOString().slice(11, 19)}] ${message}`);
+
+/** One simulated cluster with its stack in a temporary workspace. */
+interface Deployment {
+    readonly nodes: number;
+    readonly clusterName: string;
+    readonly cluster: SimCluster;
+    readonly stack: Stack;
+    readonly workDir: string;
+    readonly config: ConfigMap;
+}
+
+/** What the hosts show: sshd logins per node and each node's Ray container (id and start time). */
+interface HostSnapshot {
+    readonly sshLogins: readonly number[];
+    readonly rayContainers: readonly string[];
+}
+
+function snapshotHosts(cluster: SimCluster): HostSnapshot {
+    const sshLogins: number[] = [];
+    const rayContainers: string[] = [];
+    for (const node of cluster.nodes) {
+        const [logins, container] = onNode(
+            node,
+            `grep -c 'Accepted publickey' /var/log/sshd.log || true; ` +
+                `docker inspect --format '{{.Id}} {{.State.StartedAt}}' ${RAY_CONTAINER} 2>/dev/null | grep . || echo none`,
+        )
+            .trim()
+            .split("\n");
+        sshLogins.push(Number(logins));
+        rayContainers.push(container);
+    }
+    return { sshLogins, rayContainers };
+}
+
+/** Median seconds of a plain SSH login that runs `true` on node 0 (what every step pays at least once). */
+function sshRoundTripSeconds(cluster: SimCluster): number {
+    const node = cluster.nodes[0];
+    const times: number[] = [];
+    for (let attempt = 0; attempt < 5; attempt++) {
+        const start = process.hrtime.bigint();
+        execFileSync("ssh", [
+            "-i", cluster.sshPrivateKeyPath, "-p", String(node.sshPort),
+            "-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes", "-o", "StrictHostKeyChecking=no",
+            "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR",
+            `${cluster.sshUser}@${node.sshHost}`, "true",
+        ]);
+        times.push(Number(process.hrtime.bigint() - start) / 1e9);
+    }
+    return median(times);
+}
+
+/** The events of one engine operation, each with the time it arrived (finer than the events' whole seconds). */
+class EventRecorder {
+    readonly events: EngineEvent[] = [];
+    private readonly arrivals = new Map<EngineEventLike, number>();
+    readonly onEvent = (event: EngineEvent) => {
+        this.events.push(event);
+        this.arrivals.set(event, Date.now());
+    };
+    readonly timeOf = (event: EngineEventLike) => this.arrivals.get(event) ?? event.timestamp * 1000;
+}
+
+/** A timed Pulumi operation. */
+interface Timed<T> {
+    readonly result: T;
+    /**
+     * Wall seconds of the `pulumi` command itself: from the call to its last output line (it prints
+     * its summary, then exits). What a user of `pulumi up` waits for.
+     */
+    readonly seconds: number;
+    /** Wall seconds of the whole Automation API call, which then runs `pulumi stack output` (twice) and `pulumi stack history`. */
+    readonly apiSeconds: number;
+    readonly startMs: number;
+    /** When the `pulumi` command ended (its last output). */
+    readonly endMs: number;
+    /** Share of the machine's CPU time that was busy during the call (every process, other users' too). */
+    readonly cpuBusyShare: number;
+}
+
+/** The machine's CPU time so far, busy and total, in clock ticks (the `cpu` line of /proc/stat). */
+function cpuTicks(): { busy: number; total: number } {
+    const fields = fs.readFileSync("/proc/stat", "utf8").split("\n")[0].trim().split(/\s+/).slice(1).map(Number);
+    const total = fields.reduce((sum, value) => sum + value, 0);
+    const idle = fields[3] + (fields[4] ?? 0); // idle + iowait
+    return { busy: total - idle, total };
+}
+
+/** Runs a Pulumi operation of the Automation API, timing the `pulumi` command and the whole call. */
+async function timedPulumi<T>(action: (onOutput: (text: string) => void) => Promise<T>): Promise<Timed<T>> {
+    const startMs = Date.now();
+    const cpuBefore = cpuTicks();
+    let lastOutputMs = startMs;
+    const result = await action(() => {
+        lastOutputMs = Date.now();
+    });
+    const apiEndMs = Date.now();
+    const cpuAfter = cpuTicks();
+    return {
+        result,
+        seconds: (lastOutputMs - startMs) / 1000,
+        apiSeconds: (apiEndMs - startMs) / 1000,
+        startMs,
+        endMs: lastOutputMs,
+        cpuBusyShare: (cpuAfter.busy - cpuBefore.busy) / Math.max(1, cpuAfter.total - cpuBefore.total),
+    };
+}
+
+/** The `pulumi up` operations whose engine events become a timeline. */
+type UpOperation = Extract<Operation, "coldUp" | "coldUpParallel1" | "upNoChange" | "vllmChange">;
+
+/** How each up's files are named: timeline-<N>nodes<suffix>.svg. */
+const FILE_SUFFIX: Record<UpOperation, string> = { coldUp: "", coldUpParallel1: "-parallel1", upNoChange: "-noop", vllmChange: "-vllm-change" };
+
+/** One `pulumi up`: its wall time, its timeline, and the raw material to draw it again. */
+interface RecordedUp {
+    readonly nodes: number;
+    readonly run: number;
+    readonly operation: UpOperation;
+    readonly seconds: number;
+    readonly timeline: Timeline;
+    /** Share of the machine's CPU busy during the up (2 cores shared by every simulated node and other runs). */
+    readonly cpuBusyShare: number;
+    readonly events: readonly EngineEvent[];
+    readonly exported: unknown;
+    /** Operations the engine ran per resource (providers excluded), e.g. `{ "vllm-serve": ["update"] }`. */
+    readonly opsByResource: Record<string, readonly string[]>;
+    /** Operations on providers: a config change "updates" the dynamic provider, which holds the config. */
+    readonly providerOps: readonly string[];
+}
+
+/** Everything measured so far (kept whole so that a failed round still leaves a report). */
+interface Measurements {
+    readonly samples: Sample[];
+    readonly checks: Check[];
+    readonly ups: RecordedUp[];
+    readonly sshRoundTripSeconds: Record<number, number>;
+}
+
+function onlySame(changes: Record<string, number> | undefined): boolean {
+    return Object.keys(changes ?? {}).every((op) => op === "same");
+}
+
+/** Runs `pulumi up` (one step at a time for the baseline), timing it and recording its timeline. */
+async function recordedUp(deployment: Deployment, run: number, operation: UpOperation, measurements: Measurements): Promise<{ up: UpResult; record: RecordedUp }> {
+    const recorder = new EventRecorder();
+    const { result: up, seconds, apiSeconds, startMs, endMs, cpuBusyShare } = await timedPulumi((onOutput) =>
+        deployment.stack.up({ onEvent: recorder.onEvent, onOutput, ...(operation === "coldUpParallel1" ? { parallel: 1 } : {}) }),
+    );
+    if (up.summary.result !== "succeeded") {
+        throw new Error(`${operation} on ${deployment.nodes} nodes: ${up.summary.result}`);
+    }
+    const exported = await deployment.stack.exportStack();
+    const timeline = buildTimeline(recorder.events, { graph: resourceGraphFromExport(exported), timeOf: recorder.timeOf, window: { startMs, endMs } });
+    const record: RecordedUp = {
+        nodes: deployment.nodes,
+        run,
+        operation,
+        seconds,
+        timeline,
+        cpuBusyShare,
+        events: recorder.events,
+        exported,
+        opsByResource: Object.fromEntries(timeline.spans.filter((span) => span.kind !== "provider").map((span) => [span.name, span.ops])),
+        providerOps: [...new Set(timeline.spans.filter((span) => span.kind === "provider").flatMap((span) => span.ops))],
+    };
+    measurements.samples.push({ nodes: deployment.nodes, run, operation, seconds, apiSeconds });
+    measurements.ups.push(record);
+    log(
+        `${deployment.nodes} nodes run ${run}: ${OPERATION_LABELS[operation]} ${seconds.toFixed(1)} s ` +
+            `(critical path ${(timeline.criticalMs / 1000).toFixed(1)} s, outside it ${(100 * timeline.outsideShare).toFixed(0)}%, CPU busy ${(100 * cpuBusyShare).toFixed(0)}%)`,
+    );
+    return { up, record };
+}
+
+async function coldUp(deployment: Deployment, run: number, operation: "coldUp" | "coldUpParallel1", measurements: Measurements): Promise<void> {
+    const { up } = await recordedUp(deployment, run, operation, measurements);
+    const completion = String(up.outputs.completion?.value ?? "");
+    const missing = deployment.cluster.nodes.filter((node) => !completion.includes(node.fabricIp)).map((node) => node.fabricIp);
+    measurements.checks.push({
+        nodes: deployment.nodes,
+        run,
+        name: "cold up serves a completion from every node's fabric address",
+        passed: missing.length === 0,
+        detail: missing.length === 0 ? "every fabric address answered" : `missing ${missing.join(", ")} in ${completion.slice(0, 200)}`,
+    });
+}
+
+async function destroy(deployment: Deployment, run: number, measurements: Measurements, timedAs?: Operation): Promise<void> {
+    const { result, seconds, apiSeconds } = await timedPulumi((onOutput) => deployment.stack.destroy({ onOutput }));
+    if (result.summary.result !== "succeeded") {
+        throw new Error(`destroy on ${deployment.nodes} nodes: ${result.summary.result}`);
+    }
+    const left = snapshotHosts(deployment.cluster).rayContainers.filter((container) => container !== "none");
+    measurements.checks.push({
+        nodes: deployment.nodes,
+        run,
+        name: "destroy leaves no Ray container on any node",
+        passed: left.length === 0,
+        detail: left.length === 0 ? "none left" : `left: ${left.join(", ")}`,
+    });
+    if (timedAs) {
+        measurements.samples.push({ nodes: deployment.nodes, run, operation: timedAs, seconds, apiSeconds });
+    }
+    log(`${deployment.nodes} nodes run ${run}: destroy ${seconds.toFixed(1)} s`);
+}
+
+/** One round on one cluster: cold up, no-op preview, no-op up, vLLM-only change, destroy. */
+async function round(deployment: Deployment, run: number, measurements: Measurements): Promise<void> {
+    const { nodes, stack, cluster } = deployment;
+    const check = (name: string, passed: boolean, detail: string) => measurements.checks.push({ nodes, run, name, passed, detail });
+    const same = (a: unknown, b: unknown) => JSON.stringify(a) === JSON.stringify(b);
+    await stack.setAllConfig(deployment.config);
+    await coldUp(deployment, run, "coldUp", measurements);
+
+    const deployed = snapshotHosts(cluster);
+    const preview = await timedPulumi((onOutput) => stack.preview({ onOutput }));
+    measurements.samples.push({ nodes, run, operation: "previewNoChange", seconds: preview.seconds, apiSeconds: preview.apiSeconds });
+    const afterPreview = snapshotHosts(cluster);
+    check(
+        "no-op preview runs nothing on any host",
+        onlySame(preview.result.changeSummary) && same(afterPreview.sshLogins, deployed.sshLogins),
+        `changes ${JSON.stringify(preview.result.changeSummary)}, ssh logins ${deployed.sshLogins.join(",")} -> ${afterPreview.sshLogins.join(",")}`,
+    );
+    log(`${nodes} nodes run ${run}: ${OPERATION_LABELS.previewNoChange} ${preview.seconds.toFixed(1)} s`);
+
+    const noop = await recordedUp(deployment, run, "upNoChange", measurements);
+    const afterNoop = snapshotHosts(cluster);
+    const noopOps = [...new Set(Object.values(noop.record.opsByResource).flat())];
+    check(
+        "no-op up runs nothing on any host",
+        onlySame(noop.up.summary.resourceChanges) &&
+            noopOps.every((op) => op === "same") &&
+            same(afterNoop.sshLogins, afterPreview.sshLogins) &&
+            same(afterNoop.rayContainers, deployed.rayContainers),
+        `changes ${JSON.stringify(noop.up.summary.resourceChanges)}, engine ops ${noopOps.join(",")}, ` +
+            `ssh logins ${afterPreview.sshLogins.join(",")} -> ${afterNoop.sshLogins.join(",")}, ` +
+            `Ray containers ${same(afterNoop.rayContainers, deployed.rayContainers) ? "unchanged" : "CHANGED"}`,
+    );
+
+    await stack.setConfig("vllm-fleet:vllm", { value: JSON.stringify(CHANGED_VLLM) });
+    const change = await recordedUp(deployment, run, "vllmChange", measurements);
+    const afterChange = snapshotHosts(cluster);
+    check(
+        "vLLM-only change restarts no Ray container",
+        same(afterChange.rayContainers, deployed.rayContainers),
+        `Ray containers (id, StartedAt) ${same(afterChange.rayContainers, deployed.rayContainers) ? "unchanged" : `${deployed.rayContainers.join(" ")} -> ${afterChange.rayContainers.join(" ")}`}`,
+    );
+    const changed = Object.entries(change.record.opsByResource).filter(([, ops]) => ops.some((op) => op !== "same"));
+    const endpoint = String(change.up.outputs.endpoint?.value ?? "");
+    const models = (await (await fetch(`${endpoint}/models`)).json()) as { data: { max_model_len?: number }[] };
+    const servedLength = models.data[0]?.max_model_len;
+    check(
+        "vLLM-only change updates vllm-serve alone and takes effect",
+        changed.length === 1 && changed[0][0] === "vllm-serve" && changed[0][1].join() === "update" && servedLength === CHANGED_VLLM.maxModelLen,
+        `changed: ${changed.map(([name, ops]) => `${name} ${ops.join(",")}`).join("; ")} (provider: ${change.record.providerOps.join(",")}); ` +
+            `served max_model_len ${servedLength}`,
+    );
+
+    await destroy(deployment, run, measurements, "destroy");
+}
+
+/** The baseline: a cold up with one step at a time, then destroy (untimed). */
+async function baselineRound(deployment: Deployment, run: number, measurements: Measurements): Promise<void> {
+    await deployment.stack.setAllConfig(deployment.config);
+    await coldUp(deployment, run, "coldUpParallel1", measurements);
+    await destroy(deployment, run, measurements);
+}
+
+/**
+ * One GPU per node: TP = the node count where it divides the tiny model's 6 attention heads (as vLLM
+ * requires), else TP 2 × PP nodes/2 (4 nodes: TP 2, PP 2). The deployment is the same either way:
+ * one Ray container per node, `vllm serve` on the head.
+ */
+export function parallelismFor(nodes: number): { tensor: number; pipeline: number } {
+    const tensor = TINY_MODEL_ATTENTION_HEADS % nodes === 0 ? nodes : 2;
+    if (nodes % tensor !== 0) {
+        throw new Error(`no TP×PP split of ${nodes} GPUs fits a model with ${TINY_MODEL_ATTENTION_HEADS} attention heads`);
+    }
+    return { tensor, pipeline: nodes / tensor };
+}
+
+async function prepare(nodes: number): Promise<Deployment> {
+    const clusterName = `bench${nodes}`;
+    log(`bringing up simulated cluster ${clusterName} (${nodes} nodes)`);
+    const cluster = await simUp(clusterName, nodes);
+    putTinyModel(cluster, MODEL_DIR);
+    const workspace = tempWorkspace(`vllm-fleet-${clusterName}-`);
+    const config = simStackConfig(cluster, MODEL_DIR, { parallelism: parallelismFor(nodes), vllm: BASE_VLLM });
+    const stack = await openStack(clusterName, { workDir: workspace.dir, envVars: workspace.envVars, config });
+    return { nodes, clusterName, cluster, stack, workDir: workspace.dir, config };
+}
+
+/** The up of `operation` on `nodes` whose wall time is the median (an odd count: the middle one). */
+function medianUp(ups: readonly RecordedUp[], nodes: number, operation: UpOperation): RecordedUp | undefined {
+    const list = ups.filter((up) => up.nodes === nodes && up.operation === operation).sort((a, b) => a.seconds - b.seconds);
+    return list[Math.floor((list.length - 1) / 2)];
+}
+
+function writeReport(options: BenchOptions, measurements: Measurements, startedAt: Date, pulumiVersion: string, error?: Error): TargetResult[] {
+    fs.mkdirSync(options.outDir, { recursive: true });
+    const titleOf = (up: RecordedUp) => `${OPERATION_LABELS[up.operation].replace(/`/g, "")}, ${up.nodes} simulated Sparks (run ${up.run})`;
+    for (const up of measurements.ups.filter((up) => up.operation === "coldUp" || up.operation === "coldUpParallel1")) {
+        const file = `timeline-${up.nodes}nodes${FILE_SUFFIX[up.operation]}-run${up.run}.svg`;
+        fs.writeFileSync(path.join(options.outDir, file), renderTimelineSvg(up.timeline, { title: titleOf(up) }));
+    }
+    const timelines: UpTimeline[] = [];
+    for (const nodes of options.nodeCounts) {
+        for (const operation of Object.keys(FILE_SUFFIX) as UpOperation[]) {
+            const up = medianUp(measurements.ups, nodes, operation);
+            if (!up) {
+                continue;
+            }
+            const base = `${nodes}nodes${FILE_SUFFIX[operation]}`;
+            const svg = `timeline-${base}.svg`;
+            fs.writeFileSync(path.join(options.outDir, svg), renderTimelineSvg(up.timeline, { title: `${titleOf(up)}, the median of ${options.runs}` }));
+            fs.writeFileSync(path.join(options.outDir, `events-${base}.jsonl`), up.events.map((event) => JSON.stringify(event)).join("\n") + "\n");
+            fs.writeFileSync(path.join(options.outDir, `export-${base}.json`), JSON.stringify(up.exported, null, 2));
+            // One step at a time, no step slowed another: the graph's longest chain of these steps is
+            // what full parallelism could reach (plus the same start-up and end).
+            const chain = operation === "coldUpParallel1" ? longestChain(up.timeline, resourceGraphFromExport(up.exported)) : undefined;
+            timelines.push({
+                nodes,
+                run: up.run,
+                operation,
+                graphBound: chain && {
+                    seconds: (chain.ms + up.timeline.outside.beforeFirstMs + up.timeline.outside.afterLastMs) / 1000,
+                    chainSeconds: chain.ms / 1000,
+                    steps: chain.names,
+                },
+                wallSeconds: up.seconds,
+                criticalSeconds: up.timeline.criticalMs / 1000,
+                outsideShare: up.timeline.outsideShare,
+                cpuBusyShare: up.cpuBusyShare,
+                svg,
+                summary: formatTimelineSummary(up.timeline),
+            });
+        }
+    }
+    const outsideShares: Record<number, number> = {};
+    for (const nodes of options.nodeCounts) {
+        const shares = measurements.ups.filter((up) => up.nodes === nodes && up.operation === "coldUp").map((up) => up.timeline.outsideShare);
+        if (shares.length > 0) {
+            outsideShares[nodes] = median(shares);
+        }
+    }
+    const medians = mediansByNodes(measurements.samples);
+    const targets = evaluateTargets({ medians, outsideShares, checks: measurements.checks, nodeCounts: options.nodeCounts });
+    const load = os.loadavg().map((value) => value.toFixed(2)).join(" ");
+    const environment =
+        `${startedAt.toISOString()} – ${new Date().toISOString()}; ${os.cpus().length} cores, load ${load}; ` +
+        `Pulumi ${pulumiVersion}, Node.js ${process.version}; ${options.runs} runs of node counts ${options.nodeCounts.join(", ")} ` +
+        `(${options.nodeCounts.map((nodes) => `${nodes}: TP ${parallelismFor(nodes).tensor} × PP ${parallelismFor(nodes).pipeline}`).join(", ")})` +
+        (error ? `; ABORTED: ${error.message.split("\n")[0]}` : "");
+    const report = {
+        startedAt: startedAt.toISOString(),
+        finishedAt: new Date().toISOString(),
+        environment,
+        runs: options.runs,
+        nodeCounts: options.nodeCounts,
+        error: error?.message,
+        medians,
+        outsideShares,
+        sshRoundTripSeconds: measurements.sshRoundTripSeconds,
+        targets,
+        samples: measurements.samples,
+        checks: measurements.checks,
+        timelines,
+        ups: measurements.ups.map((up) => ({
+            nodes: up.nodes,
+            run: up.run,
+            operation: up.operation,
+            seconds: up.seconds,
+            criticalSeconds: up.timeline.criticalMs / 1000,
+            outsideShare: up.timeline.outsideShare,
+            cpuBusyShare: up.cpuBusyShare,
+            outside: { ...up.timeline.outside, intervals: undefined },
+            criticalPath: up.timeline.criticalPath.map((step) => ({
+                name: step.name,
+                startSeconds: (step.startMs - up.timeline.startMs) / 1000,
+                seconds: (step.endMs - step.startMs) / 1000,
+                waitSeconds: step.waitMs / 1000,
+            })),
+            opsByResource: up.opsByResource,
+        })),
+    };
+    fs.writeFileSync(path.join(options.outDir, "report.json"), JSON.stringify(report, null, 2) + "\n");
+    const markdown = renderMarkdown({
+        runs: options.runs,
+        nodeCounts: options.nodeCounts,
+        samples: measurements.samples,
+        targets,
+        checks: measurements.checks,
+        timelines,
+        sshRoundTripSeconds: measurements.sshRoundTripSeconds,
+        environment,
+    });
+    fs.writeFileSync(path.join(options.outDir, "report.md"), markdown);
+    return targets;
+}
+
+async function main(): Promise<void> {
+    const options = parseBenchArgs(process.argv.slice(2));
+    const startedAt = new Date();
+    const deployments: Deployment[] = [];
+    const clusters: string[] = [];
+    let cleaned = false;
+    const cleanUp = async () => {
+        if (cleaned) {
+            return;
+        }
+        cleaned = true;
+        for (const name of clusters) {
+            try {
+                log(`removing simulated cluster ${name}`);
+                await simDown(name);
+            } catch (error) {
+                log(`could not remove ${name}: ${(error as Error).message}`);
+            }
+        }
+        for (const deployment of deployments) {
+            fs.rmSync(deployment.workDir, { recursive: true, force: true });
+        }
+    };
+    for (const signal of ["SIGINT", "SIGTERM"] as const) {
+        process.once(signal, () => {
+            log(`${signal}: cleaning up`);
+            void cleanUp().finally(() => process.exit(130));
+        });
+    }
+
+    const measurements: Measurements = { samples: [], checks: [], ups: [], sshRoundTripSeconds: {} };
+    let failure: Error | undefined;
+    let pulumiVersion = "?";
+    try {
+        for (const nodes of options.nodeCounts) {
+            clusters.push(`bench${nodes}`);
+            const deployment = await prepare(nodes);
+            deployments.push(deployment);
+            measurements.sshRoundTripSeconds[nodes] = sshRoundTripSeconds(deployment.cluster);
+            pulumiVersion = deployment.stack.workspace.pulumiVersion;
+        }
+        const largest = deployments[deployments.length - 1];
+        for (let run = 1; run <= options.runs; run++) {
+            for (const deployment of deployments) {
+                await round(deployment, run, measurements);
+            }
+            await baselineRound(largest, run, measurements);
+        }
+    } catch (error) {
+        failure = error as Error;
+        log(`FAILED: ${failure.stack ?? failure.message}`);
+    } finally {
+        await cleanUp();
+    }
+    const targets = writeReport(options, measurements, startedAt, pulumiVersion, failure);
+    console.log(fs.readFileSync(path.join(options.outDir, "report.md"), "utf8"));
+    log(`report: ${path.join(options.outDir, "report.md")}`);
+    if (failure) {
+        process.exit(1);
+    }
+    // Missed targets are findings, not a failed benchmark: the exit code says whether it ran.
+    log(`${targets.filter((result) => result.passed).length} of ${targets.length} targets met`);
+}
+
+if (require.main === module) {
+    main().catch((error: Error) => {
+        console.error(error.stack ?? error.message);
+        process.exit(1);
+    });
+}

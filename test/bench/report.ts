@@ -1,0 +1,279 @@
+/**
+ * The benchmark's figures and verdicts (pure): medians of the timed operations, the ratios of
+ * issue 6 against their targets, and the readable table of report.md.
+ */
+
+/** The timed operations, in the order they run. */
+export const OPERATIONS = ["coldUp", "previewNoChange", "upNoChange", "vllmChange", "destroy", "coldUpParallel1"] as const;
+export type Operation = (typeof OPERATIONS)[number];
+
+/** How each operation appears in the table. */
+export const OPERATION_LABELS: Record<Operation, string> = {
+    coldUp: "cold `pulumi up`",
+    previewNoChange: "`pulumi preview`, no change",
+    upNoChange: "`pulumi up`, no change",
+    vllmChange: "`pulumi up`, vLLM-only change (max-model-len)",
+    destroy: "`pulumi destroy`",
+    coldUpParallel1: "cold `pulumi up --parallel 1`",
+};
+
+/** One timed operation of one run. */
+export interface Sample {
+    readonly nodes: number;
+    readonly run: number;
+    readonly operation: Operation;
+    /** Wall seconds of the `pulumi` command. */
+    readonly seconds: number;
+    /** Wall seconds of the Automation API call (the command plus its follow-up `stack output`/`history` calls). */
+    readonly apiSeconds?: number;
+}
+
+/** A check made on the hosts or the engine's summary during a run. */
+export interface Check {
+    readonly nodes: number;
+    readonly run: number;
+    /** e.g. `no-op up runs nothing on any host`. */
+    readonly name: string;
+    readonly passed: boolean;
+    readonly detail: string;
+}
+
+/** What the timeline of an up says (the median run of its kind), per node count. */
+export interface UpTimeline {
+    readonly nodes: number;
+    readonly run: number;
+    readonly operation: Operation;
+    readonly wallSeconds: number;
+    readonly criticalSeconds: number;
+    readonly outsideShare: number;
+    /** Share of the machine's CPU that was busy meanwhile (all processes). */
+    readonly cpuBusyShare: number;
+    /**
+     * For a `--parallel 1` run: the time with unlimited parallelism that the dependency graph allows,
+     * its longest chain weighted by these (uncontended) step durations, plus the same start-up and end.
+     */
+    readonly graphBound?: { readonly seconds: number; readonly chainSeconds: number; readonly steps: readonly string[] };
+    /** The SVG's file name in the report directory. */
+    readonly svg: string;
+    readonly summary: string;
+}
+
+/** A target of issue 6 and how this run of the benchmark met it. */
+export interface TargetResult {
+    readonly target: string;
+    /** The measured value (a ratio or a share), undefined when it could not be measured. */
+    readonly value?: number;
+    readonly limit: number;
+    readonly passed: boolean;
+    readonly detail: string;
+}
+
+/** The median of a non-empty list. */
+export function median(values: readonly number[]): number {
+    if (values.length === 0) {
+        throw new Error("median of nothing");
+    }
+    const sorted = [...values].sort((a, b) => a - b);
+    const middle = Math.floor(sorted.length / 2);
+    return sorted.length % 2 === 1 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2;
+}
+
+/** The median seconds of each operation by node count: `medians[nodes][operation]`. */
+export function mediansByNodes(samples: readonly Sample[]): Record<number, Partial<Record<Operation, number>>> {
+    const result: Record<number, Partial<Record<Operation, number>>> = {};
+    for (const nodes of [...new Set(samples.map((sample) => sample.nodes))].sort((a, b) => a - b)) {
+        result[nodes] = {};
+        for (const operation of OPERATIONS) {
+            const values = samples.filter((sample) => sample.nodes === nodes && sample.operation === operation).map((sample) => sample.seconds);
+            if (values.length > 0) {
+                result[nodes][operation] = median(values);
+            }
+        }
+    }
+    return result;
+}
+
+/** The inputs of {@link evaluateTargets}. */
+export interface TargetInputs {
+    readonly medians: Record<number, Partial<Record<Operation, number>>>;
+    /** Median share of a cold up's wall time outside its critical path, by node count. */
+    readonly outsideShares: Record<number, number>;
+    readonly checks: readonly Check[];
+    /** The node counts benchmarked (issue 6: 2 and 4). */
+    readonly nodeCounts: readonly number[];
+}
+
+const ratio = (numerator?: number, denominator?: number) =>
+    numerator === undefined || denominator === undefined || denominator === 0 ? undefined : numerator / denominator;
+
+function target(name: string, value: number | undefined, limit: number, detail: string, extraPass = true): TargetResult {
+    return { target: name, value, limit, passed: value !== undefined && value <= limit && extraPass, detail };
+}
+
+/** The checks named `name` (every run and node count), summarized: all passed, and what failed. */
+function checksPassed(checks: readonly Check[], name: string, nodes?: number): { passed: boolean; detail: string } {
+    const relevant = checks.filter((check) => check.name === name && (nodes === undefined || check.nodes === nodes));
+    const failed = relevant.filter((check) => !check.passed);
+    if (relevant.length === 0) {
+        return { passed: false, detail: `${name}: not checked` };
+    }
+    return failed.length === 0
+        ? { passed: true, detail: `${name}: yes in ${relevant.length} of ${relevant.length} runs` }
+        : { passed: false, detail: `${name}: NO in ${failed.length} of ${relevant.length} runs (${failed.map((check) => `${check.nodes} nodes run ${check.run}: ${check.detail}`).join("; ")})` };
+}
+
+/**
+ * The targets of issue 6, ratios taken between medians of this run of the benchmark:
+ * cold up largest/smallest ≤ 1.3; cold up default/--parallel 1 ≤ 0.5 (largest node count);
+ * no-op up/cold up ≤ 0.15 and nothing run on any host; vLLM-only change/cold up ≤ 0.5 and no Ray
+ * container restarted; wall time outside the critical path ≤ 25% of a cold up.
+ */
+export function evaluateTargets(inputs: TargetInputs): TargetResult[] {
+    const { medians, outsideShares, checks } = inputs;
+    const counts = [...inputs.nodeCounts].sort((a, b) => a - b);
+    const smallest = counts[0];
+    const largest = counts[counts.length - 1];
+    const results: TargetResult[] = [];
+    if (counts.length > 1) {
+        results.push(
+            target(
+                `cold up ${largest} nodes / ${smallest} nodes`,
+                ratio(medians[largest]?.coldUp, medians[smallest]?.coldUp),
+                1.3,
+                `${medians[largest]?.coldUp?.toFixed(1)} s / ${medians[smallest]?.coldUp?.toFixed(1)} s`,
+            ),
+        );
+    }
+    results.push(
+        target(
+            `cold up ${largest} nodes, default / --parallel 1`,
+            ratio(medians[largest]?.coldUp, medians[largest]?.coldUpParallel1),
+            0.5,
+            `${medians[largest]?.coldUp?.toFixed(1)} s / ${medians[largest]?.coldUpParallel1?.toFixed(1)} s`,
+        ),
+    );
+    for (const nodes of counts) {
+        const hosts = checksPassed(checks, "no-op up runs nothing on any host", nodes);
+        results.push(
+            target(
+                `no-op up / cold up, ${nodes} nodes; nothing runs on any host`,
+                ratio(medians[nodes]?.upNoChange, medians[nodes]?.coldUp),
+                0.15,
+                `${medians[nodes]?.upNoChange?.toFixed(1)} s / ${medians[nodes]?.coldUp?.toFixed(1)} s; ${hosts.detail}`,
+                hosts.passed,
+            ),
+        );
+    }
+    for (const nodes of counts) {
+        const ray = checksPassed(checks, "vLLM-only change restarts no Ray container", nodes);
+        results.push(
+            target(
+                `vLLM-only change / cold up, ${nodes} nodes; no Ray container restarted`,
+                ratio(medians[nodes]?.vllmChange, medians[nodes]?.coldUp),
+                0.5,
+                `${medians[nodes]?.vllmChange?.toFixed(1)} s / ${medians[nodes]?.coldUp?.toFixed(1)} s; ${ray.detail}`,
+                ray.passed,
+            ),
+        );
+    }
+    for (const nodes of counts) {
+        results.push(
+            target(
+                `wall time outside the critical path, cold up ${nodes} nodes`,
+                outsideShares[nodes],
+                0.25,
+                outsideShares[nodes] === undefined ? "no timeline" : `${(100 * outsideShares[nodes]).toFixed(0)}% of the wall time`,
+            ),
+        );
+    }
+    return results;
+}
+
+/** The readable report: the table of medians, the targets, the checks and where the time went. */
+export function renderMarkdown(report: {
+    readonly runs: number;
+    readonly nodeCounts: readonly number[];
+    readonly samples: readonly Sample[];
+    readonly targets: readonly TargetResult[];
+    readonly checks: readonly Check[];
+    readonly timelines: readonly UpTimeline[];
+    readonly sshRoundTripSeconds: Record<number, number>;
+    readonly environment: string;
+}): string {
+    const medians = mediansByNodes(report.samples);
+    const counts = [...report.nodeCounts].sort((a, b) => a - b);
+    const cell = (nodes: number, operation: Operation) => {
+        const values = report.samples.filter((sample) => sample.nodes === nodes && sample.operation === operation).map((sample) => sample.seconds);
+        if (values.length === 0) {
+            return "–";
+        }
+        return `${medians[nodes][operation]!.toFixed(1)} s (${Math.min(...values).toFixed(1)}–${Math.max(...values).toFixed(1)})`;
+    };
+    const apiMedian = (nodes: number, operation: Operation) => {
+        const values = report.samples
+            .filter((sample) => sample.nodes === nodes && sample.operation === operation && sample.apiSeconds !== undefined)
+            .map((sample) => sample.apiSeconds!);
+        return values.length === 0 ? "–" : `${median(values).toFixed(1)} s`;
+    };
+    const lines: string[] = [
+        "# vllm-fleet benchmark",
+        "",
+        `${report.environment}`,
+        "",
+        `Wall time of each operation: median of ${report.runs} runs (min–max), simulated Sparks, ssh container driver, builtin SSH runner.`,
+        "",
+        `| operation | ${counts.map((nodes) => `${nodes} nodes`).join(" | ")} |`,
+        `|---|${counts.map(() => "---:").join("|")}|`,
+        ...OPERATIONS.filter((operation) => counts.some((nodes) => medians[nodes]?.[operation] !== undefined)).map(
+            (operation) => `| ${OPERATION_LABELS[operation]} | ${counts.map((nodes) => cell(nodes, operation)).join(" | ")} |`,
+        ),
+        `| one SSH round trip (\`ssh node true\`) | ${counts.map((nodes) => (report.sshRoundTripSeconds[nodes] === undefined ? "–" : `${report.sshRoundTripSeconds[nodes].toFixed(2)} s`)).join(" | ")} |`,
+        "",
+        "Times are those of the `pulumi` command (from its start to its last output line). The Automation API call around it",
+        "runs more commands afterwards (`pulumi stack output` twice and `pulumi stack history` after up and destroy); its medians:",
+        `${OPERATIONS.filter((operation) => report.samples.some((sample) => sample.operation === operation && sample.apiSeconds !== undefined))
+            .map((operation) => `${OPERATION_LABELS[operation]} ${counts.map((nodes) => apiMedian(nodes, operation)).join(" / ")}`)
+            .join("; ")} (${counts.map((nodes) => `${nodes} nodes`).join(" / ")}).`,
+        "",
+        "## Targets (ratios of the medians above)",
+        "",
+        "| target | value | limit | result | detail |",
+        "|---|---:|---:|---|---|",
+        ...report.targets.map(
+            (result) =>
+                `| ${result.target} | ${result.value === undefined ? "–" : result.value.toFixed(2)} | ${result.limit} | ${result.passed ? "pass" : "**FAIL**"} | ${result.detail.replace(/\|/g, "\\|")} |`,
+        ),
+        "",
+        "## Where the time goes (timelines of the median runs)",
+        "",
+    ];
+    for (const timeline of report.timelines) {
+        lines.push(
+            `### ${OPERATION_LABELS[timeline.operation]}, ${timeline.nodes} nodes (run ${timeline.run}): [${timeline.svg}](${timeline.svg})`,
+            "",
+            `The machine's CPU was ${(100 * timeline.cpuBusyShare).toFixed(0)}% busy meanwhile (every process on its cores, other runs' too).`,
+            "",
+            ...(timeline.graphBound
+                ? [
+                      `With these step durations (each step alone) and unlimited parallelism, the dependency graph allows ` +
+                          `${timeline.graphBound.seconds.toFixed(1)} s (${(timeline.graphBound.seconds / timeline.wallSeconds).toFixed(2)} of this run): ` +
+                          `start-up and end plus the longest chain, ${timeline.graphBound.chainSeconds.toFixed(1)} s: ${timeline.graphBound.steps.join(" → ")}.`,
+                      "",
+                  ]
+                : []),
+            "```",
+            timeline.summary,
+            "```",
+            "",
+        );
+    }
+    const failedChecks = report.checks.filter((check) => !check.passed);
+    lines.push(
+        "## Checks on the hosts and the engine's summaries",
+        "",
+        `${report.checks.length - failedChecks.length} of ${report.checks.length} passed.`,
+        ...failedChecks.map((check) => `- FAILED (${check.nodes} nodes, run ${check.run}) ${check.name}: ${check.detail}`),
+        "",
+    );
+    return lines.join("\n");
+}
