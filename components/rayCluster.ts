@@ -45,7 +45,7 @@ export class RayCluster extends pulumi.ComponentResource {
 
         const joined: pulumi.Resource[] = [];
         const revisions: pulumi.Output<string>[] = [];
-        let headJoined: pulumi.Resource | undefined;
+        let headContainer: pulumi.Resource | undefined;
         nodes.forEach((node, index) => {
             const role = index === 0 ? "head" : "worker";
             const spec = planned.apply((list) => rayContainerSpec(config, args.stack, list, index));
@@ -55,8 +55,9 @@ export class RayCluster extends pulumi.ComponentResource {
                 `${name}-${node.nodeName}-ray-${role}`,
                 node,
                 spec,
-                // Workers join a head that already answers.
-                { parent: this, dependsOn: headJoined ? [headJoined] : [] },
+                // Workers start once the head container runs (Ray retries the head's address while
+                // it boots), side by side with the head's own join; each then waits to register.
+                { parent: this, dependsOn: headContainer ? [headContainer] : [] },
                 SERVING_CONTAINERS,
             );
             const join = hostCommand(
@@ -81,7 +82,7 @@ export class RayCluster extends pulumi.ComponentResource {
                 { parent: this, dependsOn: [container.resource] },
             );
             if (index === 0) {
-                headJoined = join.resource;
+                headContainer = container.resource;
             }
             joined.push(join.resource);
             revisions.push(container.revision);

@@ -100,9 +100,10 @@ describe("the program's graph (mocks)", async () => {
         });
     });
 
-    it("starts workers only after the head has joined, and vLLM only after the cluster is ready", () => {
+    it("starts workers once the head container runs, and vLLM only after the cluster is ready", () => {
         const urn = (name: string) => run.byName(name).urn;
-        expect(run.byName("ray-spark2-ray-worker").dependencies).toContain(urn("ray-spark1-ray-joined"));
+        expect(run.byName("ray-spark2-ray-worker").dependencies).toContain(urn("ray-spark1-ray-head"));
+        expect(run.byName("ray-spark2-ray-worker").dependencies).not.toContain(urn("ray-spark1-ray-joined"));
         expect(run.byName("ray-ready").dependencies).toEqual(expect.arrayContaining([urn("ray-spark1-ray-joined"), urn("ray-spark2-ray-joined")]));
         expect(run.byName("vllm-serve").dependencies).toContain(urn("ray-ready"));
     });
