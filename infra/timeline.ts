@@ -53,6 +53,8 @@ export interface ResourceSpan {
     readonly type: string;
     readonly kind: ResourceKind;
     readonly parentUrn?: string;
+    /** The URN of the provider that ran the step (from the engine's `<urn>::<id>` reference). */
+    readonly providerUrn?: string;
     /** The node whose name the resource's name carries (see {@link nodeOfResource}). */
     readonly node?: string;
     /** The engine's operations on it, in order (`create`, `same`, `update`, `delete-replaced`, ...). */
@@ -313,6 +315,7 @@ export function buildTimeline(allEvents: readonly EngineEventLike[], options: Ti
             type: span.type,
             kind: span.kind,
             parentUrn: span.parentUrn ?? options.graph?.get(span.urn)?.parent,
+            providerUrn: span.provider ? span.provider.slice(0, span.provider.lastIndexOf("::")) : undefined,
             node: nodeOfResource(nameOfUrn(span.urn), nodes),
             ops: span.ops,
             startMs: span.startMs,
@@ -322,8 +325,7 @@ export function buildTimeline(allEvents: readonly EngineEventLike[], options: Ti
         }))
         .sort((a, b) => a.startMs - b.startMs || a.endMs - b.endMs);
 
-    const providers = new Map([...byUrn.values()].map((span) => [span.urn, span.provider] as const));
-    const criticalPath = findCriticalPath(spans, providers, options.graph, startMs);
+    const criticalPath = findCriticalPath(spans, options.graph, startMs);
     const outside = outsideOf(criticalPath, startMs, endMs);
     const wallMs = endMs - startMs;
     const outsideMs = outside.beforeFirstMs + outside.betweenMs + outside.afterLastMs;
@@ -348,21 +350,20 @@ function isDeletion(span: ResourceSpan): boolean {
     return span.ops.length > 0 && span.ops.every((op) => op === "delete" || op === "discard" || op === "read-discard");
 }
 
+/** The steps that do work (custom resources and providers): the only ones a chain runs through. */
+function workingSpans(spans: readonly ResourceSpan[]): ResourceSpan[] {
+    return spans.filter((span) => span.kind === "custom" || span.kind === "provider");
+}
+
 /**
- * The longest chain of work: start at the step that finished last, then repeatedly step to the
- * predecessor that finished last (the one it waited for). Predecessors are the dependencies of the
- * graph (components expanded to the resources beneath them) plus the step's provider; without a
- * graph, every step that ended before this one started.
+ * What each working step waited for: the dependencies of the graph (components expanded to the
+ * resources beneath them) plus the step's provider; for a deletion, the resources depending on it.
+ * Without a graph, every step that ended before this one started.
  */
-function findCriticalPath(
-    spans: readonly ResourceSpan[],
-    providers: ReadonlyMap<string, string | undefined>,
-    graph: ResourceGraph | undefined,
-    operationStartMs: number,
-): CriticalStep[] {
-    const working = spans.filter((span) => span.kind === "custom" || span.kind === "provider");
-    if (working.length === 0) {
-        return [];
+function predecessorFinder(spans: readonly ResourceSpan[], graph: ResourceGraph | undefined): (span: ResourceSpan) => ResourceSpan[] {
+    const working = workingSpans(spans);
+    if (!graph) {
+        return (span) => working.filter((other) => other !== span && other.endMs <= span.startMs);
     }
     const byUrn = new Map(working.map((span) => [span.urn, span] as const));
     const children = new Map<string, string[]>();
@@ -383,26 +384,32 @@ function findCriticalPath(
         return (children.get(urn) ?? []).flatMap((child) => expand(child, seen));
     };
     const dependenciesOf = (span: ResourceSpan): string[] => {
-        const provider = providers.get(span.urn);
-        const providerUrn = provider ? provider.slice(0, provider.lastIndexOf("::")) : undefined;
-        const declared = graph?.get(span.urn)?.dependencies ?? [];
-        return [...declared.flatMap((dep) => expand(dep)), ...(providerUrn && byUrn.has(providerUrn) ? [providerUrn] : [])];
+        const declared = graph.get(span.urn)?.dependencies ?? [];
+        const provider = span.providerUrn && byUrn.has(span.providerUrn) ? [span.providerUrn] : [];
+        return [...declared.flatMap((dep) => expand(dep)), ...provider];
     };
     const dependents = new Map<string, string[]>();
-    if (graph) {
-        for (const span of working) {
-            for (const dep of dependenciesOf(span)) {
-                dependents.set(dep, [...(dependents.get(dep) ?? []), span.urn]);
-            }
+    for (const span of working) {
+        for (const dep of dependenciesOf(span)) {
+            dependents.set(dep, [...(dependents.get(dep) ?? []), span.urn]);
         }
     }
-    const predecessorsOf = (span: ResourceSpan): ResourceSpan[] => {
-        if (!graph) {
-            return working.filter((other) => other !== span && other.endMs <= span.startMs);
-        }
+    return (span) => {
         const urns = isDeletion(span) ? dependents.get(span.urn) ?? [] : dependenciesOf(span);
         return urns.map((urn) => byUrn.get(urn)).filter((other): other is ResourceSpan => other !== undefined && other !== span);
     };
+}
+
+/**
+ * The longest chain of work: start at the step that finished last, then repeatedly step to the
+ * predecessor that finished last (the one it waited for).
+ */
+function findCriticalPath(spans: readonly ResourceSpan[], graph: ResourceGraph | undefined, operationStartMs: number): CriticalStep[] {
+    const working = workingSpans(spans);
+    if (working.length === 0) {
+        return [];
+    }
+    const predecessorsOf = predecessorFinder(spans, graph);
     const latestEnd = (list: readonly ResourceSpan[]) =>
         list.reduce((best, span) => (span.endMs > best.endMs || (span.endMs === best.endMs && span.startMs > best.startMs) ? span : best));
 
@@ -420,6 +427,35 @@ function findCriticalPath(
         const previousEnd = index === 0 ? operationStartMs : chain[index - 1].endMs;
         return { urn: span.urn, name: span.name, startMs: span.startMs, endMs: span.endMs, waitMs: Math.max(0, span.startMs - previousEnd) };
     });
+}
+
+/**
+ * How long the working steps would take with unlimited parallelism and no contention between them:
+ * the longest dependency chain, each step weighted by its duration in `timeline`. Weighted with a
+ * `--parallel 1` run's durations (each step alone on the machine), it is what the graph itself allows;
+ * the rest of a parallel run's time is start-up, shutdown and steps slowing each other down.
+ */
+export function longestChain(timeline: Timeline, graph: ResourceGraph): { readonly ms: number; readonly names: readonly string[] } {
+    const predecessorsOf = predecessorFinder(timeline.spans, graph);
+    const memo = new Map<string, { ms: number; names: string[] }>();
+    const chainTo = (span: ResourceSpan, visiting: Set<string>): { ms: number; names: string[] } => {
+        const known = memo.get(span.urn);
+        if (known) {
+            return known;
+        }
+        visiting.add(span.urn);
+        const before = predecessorsOf(span)
+            .filter((other) => !visiting.has(other.urn))
+            .map((other) => chainTo(other, visiting))
+            .reduce((best, chain) => (chain.ms >= best.ms ? chain : best), { ms: 0, names: [] as string[] });
+        visiting.delete(span.urn);
+        const chain = { ms: before.ms + (span.endMs - span.startMs), names: [...before.names, span.name] };
+        memo.set(span.urn, chain);
+        return chain;
+    };
+    return workingSpans(timeline.spans)
+        .map((span) => chainTo(span, new Set()))
+        .reduce((best, chain) => (chain.ms > best.ms ? chain : best), { ms: 0, names: [] as string[] });
 }
 
 /** The parts of [startMs, endMs] not covered by a critical step (steps may overlap by clock error). */
@@ -540,7 +576,8 @@ export function renderTimelineSvg(timeline: Timeline, options: SvgOptions = {}):
     const plotWidth = width - labelWidth - rightMargin;
     const height = top + rows.length * rowHeight + 40;
     const wallSeconds = Math.max(timeline.wallMs / 1000, 0.001);
-    const x = (ms: number) => labelWidth + ((ms - timeline.startMs) / 1000 / wallSeconds) * plotWidth;
+    // Times seen on arrival may run a little past the operation's end: keep bars inside the plot.
+    const x = (ms: number) => labelWidth + Math.min(1, Math.max(0, (ms - timeline.startMs) / 1000 / wallSeconds)) * plotWidth;
     const round = (value: number) => Math.round(value * 10) / 10;
     const critical = new Set(timeline.criticalPath.map((step) => step.urn));
     const out: string[] = [];

@@ -8,6 +8,7 @@ import {
     chartRows,
     escapeXml,
     formatTimelineSummary,
+    longestChain,
     nameOfUrn,
     nodeOfResource,
     parseEventLog,
@@ -269,6 +270,19 @@ describe("the critical path", () => {
         const timeline = buildTimeline(operation(0, stepEvents(P, 0, 1), stepEvents(Q, 1, 9), stepEvents(R, 1, 3), stepEvents(S, 9, 10)), { graph });
         expect(timeline.criticalPath.map((step) => step.name)).toEqual(["p", "q", "s"]);
         expect(timeline.outsideMs).toBe(0);
+    });
+
+    it.each([
+        ["the two-node deployment", twoNodeEvents, twoNodeGraph, 24_000, ["default", "spark2-probe", "ray-spark2-ray-worker", "ray-ready", "vllm-serve"]],
+        [
+            "a diamond run one step at a time",
+            operation(0, stepEvents(command("p"), 0, 1), stepEvents(command("q"), 1, 9), stepEvents(command("r"), 9, 11), stepEvents(command("s"), 11, 12)),
+            graphOf({ [command("q")]: { dependencies: [command("p")] }, [command("r")]: { dependencies: [command("p")] }, [command("s")]: { dependencies: [command("q"), command("r")] } }),
+            10_000,
+            ["p", "q", "s"],
+        ],
+    ])("weighs the longest dependency chain of %s by its step durations", (_what, events, graph, ms, names) => {
+        expect(longestChain(buildTimeline(events, { graph }), graph)).toEqual({ ms, names });
     });
 
     it("runs a destroy backwards: a resource is deleted after what depends on it", () => {
