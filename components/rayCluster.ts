@@ -24,8 +24,6 @@ export interface RayClusterArgs {
 export class RayCluster extends pulumi.ComponentResource {
     /** `fabric-ip:port` of the head. */
     public readonly headAddress: pulumi.Output<string>;
-    /** Fabric address of each node, by node name. */
-    public readonly nodeIps: pulumi.Output<Record<string, string>>;
     /** What the readiness gate saw (`ray-node <ip> <gpus>` lines and `ray status`). */
     public readonly status: pulumi.Output<string>;
     /** Changes whenever the cluster is rebuilt: what runs on it restarts then. */
@@ -41,7 +39,6 @@ export class RayCluster extends pulumi.ComponentResource {
         const planned = args.planned;
         const headIp = planned.apply((list) => list[0].fabric.ip);
         this.headAddress = pulumi.interpolate`${headIp}:${config.ray.port}`;
-        this.nodeIps = planned.apply((list) => Object.fromEntries(list.map((node) => [node.name, node.fabric.ip])));
 
         const joined: pulumi.Resource[] = [];
         const revisions: pulumi.Output<string>[] = [];
@@ -110,6 +107,6 @@ export class RayCluster extends pulumi.ComponentResource {
         );
         this.status = gate.stdout;
         this.revision = pulumi.all(revisions).apply((all) => all.join(","));
-        this.registerOutputs({ headAddress: this.headAddress, nodeIps: this.nodeIps, status: this.status });
+        this.registerOutputs({ headAddress: this.headAddress, status: this.status });
     }
 }
