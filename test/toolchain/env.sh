@@ -10,7 +10,9 @@ source "$_fleet_here/pins.env"
 export FLEET_CACHE_DIR="${FLEET_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/vllm-fleet}"
 export FLEET_TOOLCHAIN_DIR="$FLEET_CACHE_DIR/pulumi-v$PULUMI_VERSION"
 export FLEET_PATH_BEFORE="${FLEET_PATH_BEFORE:-$PATH}"
-export PATH="$FLEET_TOOLCHAIN_DIR/bin:$FLEET_PATH_BEFORE"
+# Node.js programs run their dynamic resources through pulumi-resource-pulumi-nodejs, a launcher
+# that ships inside @pulumi/pulumi: this checkout's own, not whichever checkout set up the cache.
+export PATH="$FLEET_TOOLCHAIN_DIR/bin:$_fleet_repo/node_modules/@pulumi/pulumi:$FLEET_PATH_BEFORE"
 
 export PULUMI_SKIP_UPDATE_CHECK=true
 export PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION=true

@@ -116,8 +116,11 @@ else
   fi
 fi
 
-# Node.js programs run their dynamic resources through this launcher, which ships inside @pulumi/pulumi.
-ln -sf "$repo/node_modules/@pulumi/pulumi/pulumi-resource-pulumi-nodejs" "$FLEET_TOOLCHAIN_DIR/bin/pulumi-resource-pulumi-nodejs"
+# The dynamic-resource launcher comes from this checkout's node_modules (env.sh puts it on PATH); a
+# link that older versions of this script left in the shared cache would point at another checkout.
+rm -f "$FLEET_TOOLCHAIN_DIR/bin/pulumi-resource-pulumi-nodejs"
+command -v pulumi-resource-pulumi-nodejs >/dev/null 2>&1 ||
+  { log "pulumi-resource-pulumi-nodejs is not in $repo/node_modules/@pulumi/pulumi: run npm ci"; exit 1; }
 
 log "pulumi $(pulumi version) at $(command -v pulumi)"
 if command -v pulumi-language-nodejs >/dev/null 2>&1; then
