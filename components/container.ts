@@ -12,14 +12,28 @@ export interface RealizedContainer {
     readonly revision: pulumi.Output<string>;
 }
 
-/**
- * `create` and `delete` command lines of the ssh driver for a spec. `removeFirst` names containers
- * to remove before this one starts (the other executor's, which hold the GPU).
- */
-export function sshDriverCommands(spec: ContainerSpec, removeFirst: readonly string[] = []): { create: string; delete: string } {
+/** How the ssh driver starts a container. */
+export interface StartOptions {
+    /** Containers to remove before this one starts (the other executor's, which hold the GPU). */
+    readonly removeFirst?: readonly string[];
+    /**
+     * Seconds the new container must stay up before its step succeeds (default 2). 0 when a later
+     * step on the same node watches it anyway (the Ray join wait), so no time is spent waiting.
+     */
+    readonly watchSeconds?: number;
+}
+
+/** `create` and `delete` command lines of the ssh driver for a spec. */
+export function sshDriverCommands(spec: ContainerSpec, start: StartOptions = {}): { create: string; delete: string } {
+    const removeFirst = start.removeFirst ?? [];
     return {
         create: bashCommand(
-            scriptProgram("container-run", { NAME: spec.name, RUN_ARGS: toDockerRunArgs(spec), REMOVE_FIRST: removeFirst.filter((name) => name !== spec.name) }),
+            scriptProgram("container-run", {
+                NAME: spec.name,
+                RUN_ARGS: toDockerRunArgs(spec),
+                REMOVE_FIRST: removeFirst.filter((name) => name !== spec.name),
+                WATCH_SECONDS: start.watchSeconds ?? 2,
+            }),
         ),
         delete: bashCommand(scriptProgram("container-remove", { NAME: spec.name })),
     };
@@ -27,7 +41,7 @@ export function sshDriverCommands(spec: ContainerSpec, removeFirst: readonly str
 
 /**
  * Realizes `spec` on `node` with the chosen driver. Any change of the spec replaces the container
- * (removed first: the name is fixed). `removeFirst` (ssh driver) names containers to remove before.
+ * (removed first: the name is fixed). `start` says how the ssh driver starts it.
  */
 export function realizeContainer(
     driver: "docker" | "ssh",
@@ -36,7 +50,7 @@ export function realizeContainer(
     node: SparkNode,
     spec: pulumi.Output<ContainerSpec>,
     opts: pulumi.CustomResourceOptions,
-    removeFirst: readonly string[] = [],
+    start: StartOptions = {},
 ): RealizedContainer {
     if (driver === "docker") {
         if (!node.dockerProvider) {
@@ -66,7 +80,7 @@ export function realizeContainer(
         );
         return { resource: container, revision: container.id };
     }
-    const commands = spec.apply((resolved) => sshDriverCommands(resolved, removeFirst));
+    const commands = spec.apply((resolved) => sshDriverCommands(resolved, start));
     const container = hostCommand(
         runner,
         name,

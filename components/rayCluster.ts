@@ -24,7 +24,7 @@ export interface RayClusterArgs {
 export class RayCluster extends pulumi.ComponentResource {
     /** `fabric-ip:port` of the head. */
     public readonly headAddress: pulumi.Output<string>;
-    /** What the readiness gate saw (`ray-node <ip> <gpus>` lines and `ray status`). */
+    /** What the readiness gate saw: `ray-node <ip> <gpus>` lines and `ray-resources CPU=… GPU=…`. */
     public readonly status: pulumi.Output<string>;
     /** Changes whenever the cluster is rebuilt: what runs on it restarts then. */
     public readonly revision: pulumi.Output<string>;
@@ -52,10 +52,10 @@ export class RayCluster extends pulumi.ComponentResource {
                 `${name}-${node.nodeName}-ray-${role}`,
                 node,
                 spec,
-                // Workers start once the head container runs (Ray retries the head's address while
-                // it boots), side by side with the head's own join; each then waits to register.
-                { parent: this, dependsOn: headContainer ? [headContainer] : [] },
-                SERVING_CONTAINERS,
+                // Every Ray container starts at once, head and workers: `ray start --address`
+                // retries the head while it boots. The join wait below watches the container.
+                { parent: this },
+                { removeFirst: SERVING_CONTAINERS, watchSeconds: 0 },
             );
             const join = hostCommand(
                 config.commandRunner,
@@ -76,7 +76,8 @@ export class RayCluster extends pulumi.ComponentResource {
                         ),
                     triggers: [container.revision],
                 },
-                { parent: this, dependsOn: [container.resource] },
+                // A worker's wait counts from the moment its head exists.
+                { parent: this, dependsOn: headContainer ? [container.resource, headContainer] : [container.resource] },
             );
             if (index === 0) {
                 headContainer = container.resource;

@@ -104,7 +104,8 @@ export class VllmService extends pulumi.ComponentResource {
                     node,
                     spec,
                     { parent: this },
-                    SERVING_CONTAINERS,
+                    // Nothing else watches a headless rank on its node: it must stay up a moment.
+                    { removeFirst: SERVING_CONTAINERS, watchSeconds: 2 },
                 );
                 revisions.push(container.revision);
                 containers.push(container.resource);

@@ -3,6 +3,7 @@
  * put on the hosts: per-node network pins, the Ray containers, the `vllm serve` command line.
  * No Pulumi here, so it is tested directly, table-driven.
  */
+import { createHash } from "crypto";
 import * as path from "path";
 import { ContainerSpec } from "../components/containerSpec";
 import { FleetConfig } from "./config";
@@ -79,16 +80,31 @@ function servingContainer(config: FleetConfig, stack: string, node: PlannedNode,
     };
 }
 
-/** The Ray container of a node: head on node 0, workers on the others. */
+/** Label on each Ray worker: a digest of the head's spec, so that a new head means new workers. */
+export const RAY_HEAD_SPEC_LABEL = "vllm-fleet.ray-head-spec";
+
+/**
+ * The Ray container of a node: head on node 0, workers on the others. Workers start side by side
+ * with the head (`ray start --address` retries the head while it boots), so nothing orders them
+ * after it at run time; instead each worker carries a digest of the head's spec, and a replaced
+ * head (whose new cluster the old workers could never rejoin) replaces every worker too.
+ */
 export function rayContainerSpec(config: FleetConfig, stack: string, nodes: readonly PlannedNode[], index: number): ContainerSpec {
     const node = nodes[index];
     const head = nodes[0];
     const common = ["--node-ip-address", node.fabric.ip, "--num-gpus", String(node.gpus), "--disable-usage-stats"];
-    const command =
-        index === 0
-            ? ["ray", "start", "--block", "--head", "--port", String(config.ray.port), "--include-dashboard=false", ...common]
-            : ["ray", "start", "--block", "--address", `${head.fabric.ip}:${config.ray.port}`, ...common];
-    return { name: RAY_CONTAINER, command, ...servingContainer(config, stack, node, index === 0 ? "ray-head" : "ray-worker") };
+    if (index === 0) {
+        const command = ["ray", "start", "--block", "--head", "--port", String(config.ray.port), "--include-dashboard=false", ...common];
+        const base = servingContainer(config, stack, node, "ray-head");
+        // The first Ray driver on the head is always the readiness gate (ray-ready.sh), a job that
+        // ends a second later: Ray's prestart of idle workers for it would only cost the head CPU
+        // and memory. vLLM's own workers are started for vLLM's job either way.
+        return { name: RAY_CONTAINER, command, ...base, env: { ...base.env, RAY_prestart_worker_first_driver: "0" } };
+    }
+    const command = ["ray", "start", "--block", "--address", `${head.fabric.ip}:${config.ray.port}`, ...common];
+    const base = servingContainer(config, stack, node, "ray-worker");
+    const headDigest = createHash("sha256").update(JSON.stringify(rayContainerSpec(config, stack, nodes, 0))).digest("hex").slice(0, 16);
+    return { name: RAY_CONTAINER, command, ...base, labels: { ...base.labels, [RAY_HEAD_SPEC_LABEL]: headDigest } };
 }
 
 /**

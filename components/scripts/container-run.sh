@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Starts one container from its docker run arguments (see components/containerSpec.ts).
 # Inputs: NAME (container name), RUN_ARGS (array: the arguments after `docker`),
-#         REMOVE_FIRST (array: containers to remove before starting, may be empty).
+#         REMOVE_FIRST (array: containers to remove before starting, may be empty),
+#         WATCH_SECONDS (how long the new container must stay up before this step succeeds: 0 when
+#         the step that follows on this node watches it anyway, as the Ray join wait does).
 # A stale container of the same name (an earlier failed run) is removed first, so a retry converges;
 # so are the REMOVE_FIRST ones (the other executor's serving containers, which hold the GPU).
 # Prints the new container's id; fails with the container's log tail if it does not stay up.
@@ -14,10 +16,14 @@ for name in "$NAME" "${REMOVE_FIRST[@]}"; do
   fi
 done
 id="$(docker "${RUN_ARGS[@]}")"
-sleep 2
-if [ "$(docker inspect --format '{{.State.Running}}' "$NAME" 2>/dev/null)" != "true" ]; then
-  echo "container $NAME exited right after start; its last log lines:" >&2
-  docker logs --tail 40 "$NAME" >&2 || true
-  exit 1
-fi
+# Looked at right away, then every half second for WATCH_SECONDS.
+for ((check = 0; ; check++)); do
+  if [ "$(docker inspect --format '{{.State.Running}}' "$NAME" 2>/dev/null)" != "true" ]; then
+    echo "container $NAME exited right after start; its last log lines:" >&2
+    docker logs --tail 40 "$NAME" >&2 || true
+    exit 1
+  fi
+  [ "$check" -ge "$((WATCH_SECONDS * 2))" ] && break
+  sleep 0.5
+done
 echo "container-id $id"

@@ -2,7 +2,8 @@
 # Readiness gate of the Ray cluster, run on the head node: every expected node alive under its
 # fabric address, every GPU counted, and no other node (a management address is the seeds' bug).
 # Inputs: CONTAINER, ADDRESS (head ip:port), EXPECTED_IPS (array), EXPECTED_GPUS, TIMEOUT (seconds).
-# Prints `ray-node <ip> <gpus>` lines and `ray status`; on failure names the missing and unexpected nodes.
+# Prints `ray-node <ip> <gpus>` lines and the cluster's resources (`ray-resources CPU=8.0 GPU=4.0 ...`),
+# all from one Ray driver; on failure names the missing and unexpected nodes.
 set -euo pipefail
 
 deadline=$((SECONDS + TIMEOUT))
@@ -14,6 +15,8 @@ ray.init(address=sys.argv[1], logging_level="ERROR", log_to_driver=False)
 for n in ray.nodes():
     if n["Alive"]:
         print("ray-node", n["NodeManagerAddress"], int(n["Resources"].get("GPU", 0)))
+resources = ray.cluster_resources()
+print("ray-resources", " ".join(f"{k}={resources[k]}" for k in ("CPU", "GPU", "memory", "object_store_memory") if k in resources))
 PY
 )"
   alive="$(printf '%s\n' "$report" | awk '$1 == "ray-node" {print $2}' | sort)"
@@ -28,8 +31,7 @@ PY
     printf '%s\n' "${EXPECTED_IPS[@]}" | grep -qxF "$ip" || unexpected+=("$ip")
   done <<<"$alive"
   if [ "${#missing[@]}" -eq 0 ] && [ "${#unexpected[@]}" -eq 0 ] && [ "$gpus" -ge "$EXPECTED_GPUS" ]; then
-    printf '%s\n' "$report" | grep '^ray-node '
-    docker exec "$CONTAINER" ray status --address "$ADDRESS" 2>/dev/null | sed -n '1,/^Demands/p' || true
+    printf '%s\n' "$report" | grep -E '^ray-(node|resources) '
     exit 0
   fi
   if [ "$SECONDS" -ge "$deadline" ]; then
@@ -44,5 +46,5 @@ PY
     } >&2
     exit 1
   fi
-  sleep 2
+  sleep 1
 done

@@ -44,7 +44,7 @@ until probe models >/dev/null 2>&1; do
     server_log >&2
     exit 1
   fi
-  sleep 2
+  sleep 1
 done
 if ! completion="$(probe completion 2>&1)"; then
   echo "vllm serve lists $SERVED_NAME but a completion failed: $completion" >&2

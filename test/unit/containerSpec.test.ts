@@ -8,7 +8,7 @@ import {
     toDockerRunArgs,
 } from "../../components/containerSpec";
 import { parseFleetConfig } from "../../infra/config";
-import { PlannedNode, rayContainerSpec } from "../../infra/plan";
+import { PlannedNode, RAY_HEAD_SPEC_LABEL, rayContainerSpec } from "../../infra/plan";
 import { sparkDuo } from "./stacks";
 
 const config = parseFleetConfig(sparkDuo);
@@ -63,6 +63,24 @@ describe("docker run arguments", () => {
 
     it("put every HCA of a node into NCCL_IB_HCA", () => {
         expect(toDockerRunArgs(specs[0][1])).toContain("NCCL_IB_HCA=rocep1s0f1,roceP2p1s0f1");
+    });
+});
+
+describe("Ray workers follow their head", () => {
+    const trio: PlannedNode[] = [...planned, { name: "spark3", fabric: { interface: "enp1s0f1np1", ip: "192.168.200.14", hcas: [] }, gpus: 1 }];
+    const label = (nodes: PlannedNode[], index: number) => rayContainerSpec(config, "spark-duo", nodes, index).labels[RAY_HEAD_SPEC_LABEL];
+
+    it("carry a digest of the head's spec, the same on every worker; the head carries none", () => {
+        expect(label(trio, 0)).toBeUndefined();
+        expect(label(trio, 1)).toMatch(/^[0-9a-f]{16}$/);
+        expect(label(trio, 2)).toBe(label(trio, 1));
+    });
+
+    it("get a new spec (so are replaced) when the head's spec changes, and only then", () => {
+        const headWithTwoGpus = [{ ...trio[0], gpus: 2 }, trio[1], trio[2]];
+        expect(label(headWithTwoGpus, 1)).not.toBe(label(trio, 1));
+        const otherWorkerChanged = [trio[0], trio[1], { ...trio[2], gpus: 2 }];
+        expect(rayContainerSpec(config, "spark-duo", otherWorkerChanged, 1)).toEqual(rayContainerSpec(config, "spark-duo", trio, 1));
     });
 });
 

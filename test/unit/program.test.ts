@@ -100,12 +100,21 @@ describe("the program's graph (mocks)", async () => {
         });
     });
 
-    it("starts workers once the head container runs, and vLLM only after the cluster is ready", () => {
+    it("starts head and workers side by side, each join after its head, and vLLM only after the cluster is ready", () => {
         const urn = (name: string) => run.byName(name).urn;
-        expect(run.byName("ray-spark2-ray-worker").dependencies).toContain(urn("ray-spark1-ray-head"));
+        expect(run.byName("ray-spark2-ray-worker").dependencies).not.toContain(urn("ray-spark1-ray-head"));
         expect(run.byName("ray-spark2-ray-worker").dependencies).not.toContain(urn("ray-spark1-ray-joined"));
+        expect(run.byName("ray-spark2-ray-joined").dependencies).toEqual(
+            expect.arrayContaining([urn("ray-spark2-ray-worker"), urn("ray-spark1-ray-head")]),
+        );
         expect(run.byName("ray-ready").dependencies).toEqual(expect.arrayContaining([urn("ray-spark1-ray-joined"), urn("ray-spark2-ray-joined")]));
         expect(run.byName("vllm-serve").dependencies).toContain(urn("ray-ready"));
+    });
+
+    it("watches a Ray container in its join wait, not in its start", () => {
+        const watchOf = (name: string) => /WATCH_SECONDS='?(\d+)'?/.exec(programOf(unsecret(run.byName(name).inputs.create)))?.[1];
+        expect(watchOf("ray-spark1-ray-head")).toBe("0");
+        expect(watchOf("ray-spark2-ray-worker")).toBe("0");
     });
 
     it("pins every node to its own fabric address and interface", () => {
@@ -114,7 +123,8 @@ describe("the program's graph (mocks)", async () => {
             ["ray-spark2-ray-worker", "spark2"],
         ]) {
             const args = dockerRunArgs(run, name);
-            expect(envOf(args)).toEqual({
+            const { RAY_prestart_worker_first_driver: _prestart, ...pins } = envOf(args);
+            expect(pins).toEqual({
                 VLLM_HOST_IP: fabricIps[node],
                 RAY_NODE_IP_ADDRESS: fabricIps[node],
                 RAY_OVERRIDE_NODE_IP_ADDRESS: fabricIps[node],
@@ -130,6 +140,11 @@ describe("the program's graph (mocks)", async () => {
             expect(args.join(" ")).not.toContain(mgmtIps[node]);
             expect(args).toEqual(expect.arrayContaining(["--node-ip-address", fabricIps[node], "--num-gpus", "1", "--disable-usage-stats"]));
         }
+    });
+
+    it("spares the head the idle workers Ray would prestart for the readiness gate's driver", () => {
+        expect(envOf(dockerRunArgs(run, "ray-spark1-ray-head")).RAY_prestart_worker_first_driver).toBe("0");
+        expect(envOf(dockerRunArgs(run, "ray-spark2-ray-worker")).RAY_prestart_worker_first_driver).toBeUndefined();
     });
 
     it("runs the head and joins workers to the head's fabric address", () => {
@@ -275,6 +290,14 @@ describe("the mp executor (vLLM's native multi-node)", async () => {
         const calls = runWithFakeDocker(unsecret(run.byName("vllm-spark2-rank1").inputs.create));
         const removals = calls.filter((args) => args[0] === "rm").map((args) => args[args.length - 1]);
         expect(removals).toEqual(["vllm-fleet-vllm", "vllm-fleet-ray"]);
+    });
+
+    it("watches a headless rank for two seconds after its start (nothing else on its node does)", () => {
+        const calls = runWithFakeDocker(unsecret(run.byName("vllm-spark2-rank1").inputs.create));
+        const run0 = calls.findIndex((args) => args[0] === "run");
+        const checks = calls.slice(run0 + 1).filter((args) => args[0] === "inspect" && args.includes("{{.State.Running}}"));
+        // Right after `docker run`, then every half second for 2 s.
+        expect(checks).toHaveLength(5);
     });
 });
 

@@ -1,0 +1,177 @@
+/**
+ * The node-side scripts that decide when a container counts as started or joined, run by bash
+ * against a fake `docker` that plays back a container's state and log.
+ */
+import { spawnSync } from "child_process";
+import * as fs from "fs";
+import * as os from "os";
+import * as path from "path";
+import { describe, expect, it } from "vitest";
+import { bashCommand, scriptProgram, ScriptValue } from "../../components/shell";
+
+interface FakeContainer {
+    /** What `docker inspect --format {{.State.Running}}` answers, one line per call (the last repeats). */
+    readonly running: readonly string[];
+    /** What `docker logs` prints. */
+    readonly log: string;
+    /** What `docker exec` prints (the answer of a program run in the container). */
+    readonly exec?: string;
+}
+
+interface Outcome {
+    readonly status: number | null;
+    readonly stdout: string;
+    readonly stderr: string;
+    /** The docker commands the script ran, first word each. */
+    readonly calls: string[];
+}
+
+function runScript(name: string, vars: Readonly<Record<string, ScriptValue>>, container: FakeContainer): Outcome {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "fake-node-"));
+    try {
+        fs.writeFileSync(path.join(dir, "running"), container.running.join("\n") + "\n");
+        fs.writeFileSync(path.join(dir, "log"), container.log);
+        fs.writeFileSync(path.join(dir, "exec"), container.exec ?? "");
+        fs.writeFileSync(
+            path.join(dir, "docker"),
+            [
+                "#!/bin/bash",
+                `dir=${JSON.stringify(dir)}`,
+                'echo "$1" >> "$dir/calls"',
+                'case "$1 $*" in',
+                '  "inspect "*State.Running*)',
+                '    line="$(head -n 1 "$dir/running")"; echo "$line"',
+                '    [ "$(wc -l < "$dir/running")" -gt 1 ] && sed -i 1d "$dir/running"; exit 0 ;;',
+                '  "inspect "*) exit 1 ;;',
+                '  "logs "*) cat "$dir/log"; exit 0 ;;',
+                '  "exec "*) cat > /dev/null; cat "$dir/exec"; exit 0 ;;',
+                '  "run "*) echo 0123456789ab; exit 0 ;;',
+                "esac",
+                "exit 0",
+            ].join("\n") + "\n",
+            { mode: 0o755 },
+        );
+        fs.writeFileSync(path.join(dir, "sleep"), "#!/bin/sh\nexit 0\n", { mode: 0o755 });
+        const result = spawnSync("sh", ["-c", bashCommand(scriptProgram(name, vars))], {
+            cwd: dir,
+            env: { ...process.env, PATH: `${dir}:${process.env.PATH}` },
+            encoding: "utf8",
+            timeout: 20_000,
+        });
+        const callsFile = path.join(dir, "calls");
+        const calls = fs.existsSync(callsFile) ? fs.readFileSync(callsFile, "utf8").split("\n").filter(Boolean) : [];
+        return { status: result.status, stdout: result.stdout, stderr: result.stderr, calls };
+    } finally {
+        fs.rmSync(dir, { recursive: true, force: true });
+    }
+}
+
+/** The lines `ray start --address ... --block` prints on a node (Ray 2.53, as seen on a simulated Spark). */
+function rayStartLog(ip: string, started: boolean): string {
+    const lines = [
+        `2026-12-02 13:29:11,246\tINFO scripts.py:1101 -- Local node IP: ${ip}`,
+        "2026-12-02 13:29:15,651\tWARNING services.py:2137 -- WARNING: The object store is using /tmp instead of /dev/shm",
+    ];
+    if (started) {
+        lines.push(
+            "2026-12-02 13:29:16,935\tSUCC scripts.py:1117 -- --------------------",
+            "2026-12-02 13:29:16,936\tSUCC scripts.py:1118 -- Ray runtime started.",
+            "2026-12-02 13:29:16,936\tSUCC scripts.py:1119 -- --------------------",
+        );
+    }
+    return lines.join("\n") + "\n";
+}
+
+describe("ray-wait-node.sh: a node has joined when its own `ray start` says so", () => {
+    const vars = { CONTAINER: "vllm-fleet-ray", NODE_IP: "192.168.200.13", ADDRESS: "192.168.200.12:6379", TIMEOUT: 5 };
+
+    it("succeeds once Ray reports the runtime started under the fabric address", () => {
+        const outcome = runScript("ray-wait-node", vars, { running: ["true"], log: rayStartLog("192.168.200.13", true) });
+        expect(outcome.status).toBe(0);
+        expect(outcome.stdout).toContain("ray node 192.168.200.13 registered with 192.168.200.12:6379");
+        // Nothing runs inside the container to find out.
+        expect(outcome.calls).not.toContain("exec");
+    });
+
+    it("refuses a node that registered under another address, naming it", () => {
+        const outcome = runScript("ray-wait-node", vars, { running: ["true"], log: rayStartLog("10.1.230.181", true) });
+        expect(outcome.status).toBe(1);
+        expect(outcome.stderr).toContain("registered as 10.1.230.181, not its fabric address 192.168.200.13");
+    });
+
+    it("fails with the log tail when the container stops before joining", () => {
+        const log = rayStartLog("192.168.200.13", false) + "ConnectionError: Failed to connect to GCS at 192.168.200.12:6379\n";
+        const outcome = runScript("ray-wait-node", vars, { running: ["true", "false"], log });
+        expect(outcome.status).toBe(1);
+        expect(outcome.stderr).toContain("stopped before it joined 192.168.200.12:6379");
+        expect(outcome.stderr).toContain("Failed to connect to GCS");
+    });
+
+    it("gives up after its timeout, saying what it waited for", () => {
+        const outcome = runScript("ray-wait-node", { ...vars, TIMEOUT: 1 }, { running: ["true"], log: rayStartLog("192.168.200.13", false) });
+        expect(outcome.status).toBe(1);
+        expect(outcome.stderr).toContain("did not register as 192.168.200.13 with 192.168.200.12:6379 within 1s");
+    }, 20_000);
+});
+
+describe("container-run.sh: started means up, for as long as asked", () => {
+    const vars = (watch: number) => ({
+        NAME: "vllm-fleet-vllm",
+        RUN_ARGS: ["run", "--detach", "--name", "vllm-fleet-vllm", "image"],
+        REMOVE_FIRST: [],
+        WATCH_SECONDS: watch,
+    });
+
+    it("with no watch, looks once right after the start and prints the id", () => {
+        const outcome = runScript("container-run", vars(0), { running: ["true"], log: "" });
+        expect(outcome.status).toBe(0);
+        expect(outcome.stdout).toContain("container-id 0123456789ab");
+        expect(outcome.calls.filter((call) => call === "inspect")).toHaveLength(2); // the stale-name check, then one look
+    });
+
+    it("fails with the log tail when the container exits within its watch", () => {
+        const outcome = runScript("container-run", vars(2), {
+            running: ["true", "true", "false"],
+            log: "vllm: error: unrecognized arguments: --bogus\n",
+        });
+        expect(outcome.status).toBe(1);
+        expect(outcome.stderr).toContain("container vllm-fleet-vllm exited right after start");
+        expect(outcome.stderr).toContain("unrecognized arguments: --bogus");
+    });
+});
+
+describe("ray-ready.sh: the cluster is ready when Ray itself counts every node and GPU", () => {
+    const vars = {
+        CONTAINER: "vllm-fleet-ray",
+        ADDRESS: "192.168.200.12:6379",
+        EXPECTED_IPS: ["192.168.200.12", "192.168.200.13"],
+        EXPECTED_GPUS: 2,
+        TIMEOUT: 1,
+    };
+    const resources = "ray-resources CPU=40.0 GPU=2.0 memory=1.0 object_store_memory=1.0\n";
+
+    it("passes with every fabric address and GPU, printing what Ray answered", () => {
+        const exec = "ray-node 192.168.200.12 1\nray-node 192.168.200.13 1\n" + resources;
+        const outcome = runScript("ray-ready", vars, { running: ["true"], log: "", exec });
+        expect(outcome.status).toBe(0);
+        expect(outcome.stdout).toBe(exec);
+        // One Ray driver answers everything: no `ray status` run besides it.
+        expect(outcome.calls.filter((call) => call === "exec")).toHaveLength(1);
+    });
+
+    it("names a node registered under a management address and the fabric address missing", () => {
+        const exec = "ray-node 192.168.200.12 1\nray-node 10.1.230.181 1\n" + resources;
+        const outcome = runScript("ray-ready", vars, { running: ["true"], log: "head log line", exec });
+        expect(outcome.status).toBe(1);
+        expect(outcome.stderr).toContain("missing nodes (fabric addresses): 192.168.200.13");
+        expect(outcome.stderr).toContain("unexpected nodes (not a fabric address of the stack): 10.1.230.181");
+        expect(outcome.stderr).toContain("head log line");
+    }, 20_000);
+
+    it("waits for every GPU, not only every node", () => {
+        const exec = "ray-node 192.168.200.12 1\nray-node 192.168.200.13 0\n" + resources;
+        const outcome = runScript("ray-ready", vars, { running: ["true"], log: "", exec });
+        expect(outcome.status).toBe(1);
+        expect(outcome.stderr).toContain("GPUs: 1 of 2");
+    }, 20_000);
+});
