@@ -81,6 +81,8 @@ interface Deployment {
     readonly stack: Stack;
     readonly workDir: string;
     readonly config: ConfigMap;
+    /** The cgroup directories of the simulated nodes (for their CPU time), empty if not found. */
+    readonly nodeCgroups: readonly string[];
 }
 
 /** What the hosts show: sshd logins per node and each node's Ray container (id and start time). */
@@ -149,6 +151,71 @@ interface Timed<T> {
     readonly endMs: number;
     /** Share of the machine's CPU time that was busy during the call (every process, other users' too). */
     readonly cpuBusyShare: number;
+    /** CPU seconds the call cost, split by where they ran. */
+    readonly cpu: CpuUse;
+}
+
+/** CPU seconds of one operation: the whole machine, and what ran inside the simulated nodes. */
+export interface CpuUse {
+    /** Busy CPU seconds of the whole machine (every process, other runs' too). */
+    readonly machineSeconds: number;
+    /** The machine's cores: machineSeconds / cores is the least wall time any schedule needs. */
+    readonly cores: number;
+    /** Inside the simulated nodes (their sshd, Docker engine, our scripts, and what runs in their containers). */
+    readonly nodesSeconds?: number;
+    /** Inside the containers the nodes' own Docker engines run: Ray and the vLLM stand-in. */
+    readonly workloadSeconds?: number;
+}
+
+/** A cgroup's CPU time so far in seconds: cgroup v1 cpuacct.usage (ns) or v2 cpu.stat usage_usec. */
+function cgroupCpuSeconds(dir: string): number | undefined {
+    try {
+        return Number(fs.readFileSync(path.join(dir, "cpuacct.usage"), "utf8")) / 1e9;
+    } catch {
+        try {
+            const line = fs.readFileSync(path.join(dir, "cpu.stat"), "utf8").split("\n").find((text) => text.startsWith("usage_usec "));
+            return line ? Number(line.split(" ")[1]) / 1e6 : undefined;
+        } catch {
+            return undefined;
+        }
+    }
+}
+
+/** Where Docker put a container's cgroup (cgroup v1 cpuacct, v2 with the cgroupfs or the systemd driver). */
+function containerCgroupDir(id: string): string | undefined {
+    return [`/sys/fs/cgroup/cpuacct/docker/${id}`, `/sys/fs/cgroup/docker/${id}`, `/sys/fs/cgroup/system.slice/docker-${id}.scope`].find((dir) =>
+        fs.existsSync(dir),
+    );
+}
+
+/** CPU seconds so far of each simulated node (whole) and of each container its Docker engine runs, by cgroup path. */
+function simCpuSnapshot(nodeCgroups: readonly string[]): { nodes: number; workloads: Map<string, number> } | undefined {
+    if (nodeCgroups.length === 0) {
+        return undefined;
+    }
+    let nodes = 0;
+    const workloads = new Map<string, number>();
+    for (const dir of nodeCgroups) {
+        const seconds = cgroupCpuSeconds(dir);
+        if (seconds === undefined) {
+            return undefined;
+        }
+        nodes += seconds;
+        const inner = path.join(dir, "docker");
+        for (const entry of fs.existsSync(inner) ? fs.readdirSync(inner, { withFileTypes: true }) : []) {
+            const used = entry.isDirectory() ? cgroupCpuSeconds(path.join(inner, entry.name)) : undefined;
+            if (used !== undefined) {
+                workloads.set(path.join(inner, entry.name), used);
+            }
+        }
+    }
+    return { nodes, workloads };
+}
+
+/** The cgroup directories of a simulated cluster's node containers (empty where they cannot be found). */
+function nodeCgroupDirs(cluster: SimCluster): string[] {
+    const dirs = cluster.nodes.map((node) => containerCgroupDir(execFileSync("docker", ["inspect", "--format", "{{.Id}}", node.name], { encoding: "utf8" }).trim()));
+    return dirs.every((dir) => dir !== undefined) ? (dirs as string[]) : [];
 }
 
 /** The machine's CPU time so far, busy and total, in clock ticks (the `cpu` line of /proc/stat). */
@@ -159,23 +226,46 @@ function cpuTicks(): { busy: number; total: number } {
     return { busy: total - idle, total };
 }
 
-/** Runs a Pulumi operation of the Automation API, timing the `pulumi` command and the whole call. */
-async function timedPulumi<T>(action: (onOutput: (text: string) => void) => Promise<T>): Promise<Timed<T>> {
+/**
+ * Runs a Pulumi operation of the Automation API, timing the `pulumi` command and the whole call, and
+ * counting the CPU it cost (the machine's, and inside the nodes whose cgroups are given).
+ */
+async function timedPulumi<T>(action: (onOutput: (text: string) => void) => Promise<T>, nodeCgroups: readonly string[] = []): Promise<Timed<T>> {
     const startMs = Date.now();
     const cpuBefore = cpuTicks();
+    const simBefore = simCpuSnapshot(nodeCgroups);
+    // Counted up to the command's last output, like its wall time.
     let lastOutputMs = startMs;
+    let cpuAfter = cpuBefore;
+    let simAfter = simBefore;
     const result = await action(() => {
         lastOutputMs = Date.now();
+        cpuAfter = cpuTicks();
+        simAfter = simCpuSnapshot(nodeCgroups);
     });
     const apiEndMs = Date.now();
-    const cpuAfter = cpuTicks();
+    const cpuBusyShare = (cpuAfter.busy - cpuBefore.busy) / Math.max(1, cpuAfter.total - cpuBefore.total);
+    const cores = os.cpus().length;
+    let workloadSeconds: number | undefined;
+    if (simBefore && simAfter) {
+        workloadSeconds = 0;
+        for (const [dir, used] of simAfter.workloads) {
+            workloadSeconds += used - (simBefore.workloads.get(dir) ?? 0);
+        }
+    }
     return {
         result,
         seconds: (lastOutputMs - startMs) / 1000,
         apiSeconds: (apiEndMs - startMs) / 1000,
         startMs,
         endMs: lastOutputMs,
-        cpuBusyShare: (cpuAfter.busy - cpuBefore.busy) / Math.max(1, cpuAfter.total - cpuBefore.total),
+        cpuBusyShare,
+        cpu: {
+            machineSeconds: (cpuBusyShare * cores * (lastOutputMs - startMs)) / 1000,
+            cores,
+            nodesSeconds: simBefore && simAfter ? simAfter.nodes - simBefore.nodes : undefined,
+            workloadSeconds,
+        },
     };
 }
 
@@ -194,6 +284,7 @@ interface RecordedUp {
     readonly timeline: Timeline;
     /** Share of the machine's CPU busy during the up (2 cores shared by every simulated node and other runs). */
     readonly cpuBusyShare: number;
+    readonly cpu: CpuUse;
     readonly events: readonly EngineEvent[];
     readonly exported: unknown;
     /** Operations the engine ran per resource (providers excluded), e.g. `{ "vllm-serve": ["update"] }`. */
@@ -217,8 +308,9 @@ function onlySame(changes: Record<string, number> | undefined): boolean {
 /** Runs `pulumi up` (one step at a time for the baseline), timing it and recording its timeline. */
 async function recordedUp(deployment: Deployment, run: number, operation: UpOperation, measurements: Measurements): Promise<{ up: UpResult; record: RecordedUp }> {
     const recorder = new EventRecorder();
-    const { result: up, seconds, apiSeconds, startMs, endMs, cpuBusyShare } = await timedPulumi((onOutput) =>
-        deployment.stack.up({ onEvent: recorder.onEvent, onOutput, ...(operation === "coldUpParallel1" ? { parallel: 1 } : {}) }),
+    const { result: up, seconds, apiSeconds, startMs, endMs, cpuBusyShare, cpu } = await timedPulumi(
+        (onOutput) => deployment.stack.up({ onEvent: recorder.onEvent, onOutput, ...(operation === "coldUpParallel1" ? { parallel: 1 } : {}) }),
+        deployment.nodeCgroups,
     );
     if (up.summary.result !== "succeeded") {
         throw new Error(`${operation} on ${deployment.nodes} nodes: ${up.summary.result}`);
@@ -232,6 +324,7 @@ async function recordedUp(deployment: Deployment, run: number, operation: UpOper
         seconds,
         timeline,
         cpuBusyShare,
+        cpu,
         events: recorder.events,
         exported,
         opsByResource: Object.fromEntries(timeline.spans.filter((span) => span.kind !== "provider").map((span) => [span.name, span.ops])),
@@ -241,7 +334,8 @@ async function recordedUp(deployment: Deployment, run: number, operation: UpOper
     measurements.ups.push(record);
     log(
         `${deployment.nodes} nodes run ${run}: ${OPERATION_LABELS[operation]} ${seconds.toFixed(1)} s ` +
-            `(critical path ${(timeline.criticalMs / 1000).toFixed(1)} s, outside it ${(100 * timeline.outsideShare).toFixed(0)}%, CPU busy ${(100 * cpuBusyShare).toFixed(0)}%)`,
+            `(critical path ${(timeline.criticalMs / 1000).toFixed(1)} s, outside it ${(100 * timeline.outsideShare).toFixed(0)}%, ` +
+            `CPU busy ${(100 * cpuBusyShare).toFixed(0)}%, ${cpu.machineSeconds.toFixed(1)} CPU-s of which ${cpu.workloadSeconds?.toFixed(1) ?? "?"} in Ray/vLLM)`,
     );
     return { up, record };
 }
@@ -361,7 +455,7 @@ async function prepare(nodes: number): Promise<Deployment> {
     const workspace = tempWorkspace(`vllm-fleet-${clusterName}-`);
     const config = simStackConfig(cluster, MODEL_DIR, { parallelism: parallelismFor(nodes), vllm: BASE_VLLM });
     const stack = await openStack(clusterName, { workDir: workspace.dir, envVars: workspace.envVars, config });
-    return { nodes, clusterName, cluster, stack, workDir: workspace.dir, config };
+    return { nodes, clusterName, cluster, stack, workDir: workspace.dir, config, nodeCgroups: nodeCgroupDirs(cluster) };
 }
 
 /** The up of `operation` on `nodes` whose wall time is the median (an odd count: the middle one). */
@@ -405,6 +499,7 @@ function writeReport(options: BenchOptions, measurements: Measurements, startedA
                 criticalSeconds: up.timeline.criticalMs / 1000,
                 outsideShare: up.timeline.outsideShare,
                 cpuBusyShare: up.cpuBusyShare,
+                cpu: up.cpu,
                 svg,
                 summary: formatTimelineSummary(up.timeline),
             });
@@ -447,6 +542,7 @@ function writeReport(options: BenchOptions, measurements: Measurements, startedA
             criticalSeconds: up.timeline.criticalMs / 1000,
             outsideShare: up.timeline.outsideShare,
             cpuBusyShare: up.cpuBusyShare,
+            cpu: up.cpu,
             outside: { ...up.timeline.outside, intervals: undefined },
             criticalPath: up.timeline.criticalPath.map((step) => ({
                 name: step.name,

@@ -48,6 +48,13 @@ export interface UpTimeline {
     readonly outsideShare: number;
     /** Share of the machine's CPU that was busy meanwhile (all processes). */
     readonly cpuBusyShare: number;
+    /** CPU seconds of the up: the machine's, and inside the simulated nodes. */
+    readonly cpu?: {
+        readonly machineSeconds: number;
+        readonly cores: number;
+        readonly nodesSeconds?: number;
+        readonly workloadSeconds?: number;
+    };
     /**
      * For a `--parallel 1` run: the time with unlimited parallelism that the dependency graph allows,
      * its longest chain weighted by these (uncontended) step durations, plus the same start-up and end.
@@ -252,6 +259,7 @@ export function renderMarkdown(report: {
             `### ${OPERATION_LABELS[timeline.operation]}, ${timeline.nodes} nodes (run ${timeline.run}): [${timeline.svg}](${timeline.svg})`,
             "",
             `The machine's CPU was ${(100 * timeline.cpuBusyShare).toFixed(0)}% busy meanwhile (every process on its cores, other runs' too).`,
+            ...(timeline.cpu ? [cpuSentence(timeline.cpu, timeline.wallSeconds)] : []),
             "",
             ...(timeline.graphBound
                 ? [
@@ -276,4 +284,22 @@ export function renderMarkdown(report: {
         "",
     );
     return lines.join("\n");
+}
+
+/**
+ * What the CPU time of an up says: busy CPU seconds over the machine's cores is the least wall time
+ * any schedule of the same work needs here; and how much of it ran inside the simulated nodes.
+ */
+export function cpuSentence(cpu: NonNullable<UpTimeline["cpu"]>, wallSeconds: number): string {
+    const floor = cpu.machineSeconds / cpu.cores;
+    const inside =
+        cpu.nodesSeconds === undefined
+            ? ""
+            : ` Inside the simulated nodes ${cpu.nodesSeconds.toFixed(1)} CPU-s` +
+              (cpu.workloadSeconds === undefined ? "" : `, ${cpu.workloadSeconds.toFixed(1)} of them in their containers (Ray, the vLLM stand-in)`) +
+              `; outside them (Pulumi engine, the program, SSH clients) ${Math.max(0, cpu.machineSeconds - cpu.nodesSeconds).toFixed(1)}.`;
+    return (
+        `It cost ${cpu.machineSeconds.toFixed(1)} CPU-seconds: on ${cpu.cores} cores no schedule of that work ends before ` +
+        `${floor.toFixed(1)} s (${(floor / wallSeconds).toFixed(2)} of this run's ${wallSeconds.toFixed(1)} s).${inside}`
+    );
 }
