@@ -6,21 +6,40 @@
 #
 # `ray start` prints "Ray runtime started." only once the GCS holds this node's record (Ray's
 # Node() polls the GCS for it first), and "Local node IP: <ip>" is the address it registers under.
-# Reading them from the container's log costs nothing; asking Ray instead (ray.init as a driver)
-# would start a Python driver per poll and make the raylet prestart workers on every node at once.
-# The cluster-wide check with Ray's own answer is ray-ready.sh, once, on the head.
+# The wait follows the container's log and wakes at each line: no polling, nothing run inside the
+# container. (Asking Ray instead, with a driver per poll, made every node's raylet prestart Python
+# workers at once.) The cluster-wide check with Ray's own answer is ray-ready.sh, once, on the head.
 set -euo pipefail
 
 deadline=$((SECONDS + TIMEOUT))
+logs_pid=""
+trap '[ -z "$logs_pid" ] || kill "$logs_pid" 2>/dev/null || true' EXIT
+
+fail_with_log() {
+  echo "$1" >&2
+  docker logs --tail 40 "$CONTAINER" >&2 || true
+  exit 1
+}
+
+local_ip=""
 while true; do
-  if ! [ "$(docker inspect --format '{{.State.Running}}' "$CONTAINER" 2>/dev/null)" = "true" ]; then
-    echo "Ray container $CONTAINER stopped before it joined $ADDRESS; its last log lines:" >&2
-    docker logs --tail 40 "$CONTAINER" >&2 || true
-    exit 1
+  if [ "$(docker inspect --format '{{.State.Running}}' "$CONTAINER" 2>/dev/null)" != "true" ]; then
+    fail_with_log "Ray container $CONTAINER stopped before it joined $ADDRESS; its last log lines:"
   fi
-  log="$(docker logs "$CONTAINER" 2>&1 || true)"
-  if grep -qF "Ray runtime started." <<<"$log"; then
-    local_ip="$(sed -n 's/.*Local node IP: *\([^ ]*\).*/\1/p' <<<"$log" | tail -n 1)"
+  # The log from its start, then each new line as Ray writes it; it ends when the container stops.
+  exec {log}< <(exec docker logs --follow "$CONTAINER" 2>&1)
+  logs_pid=$!
+  started=""
+  while remaining=$((deadline - SECONDS)) && [ "$remaining" -gt 0 ] && IFS= read -r -t "$remaining" -u "$log" line; do
+    case "$line" in
+      *"Local node IP:"*) local_ip="$(sed -n 's/.*Local node IP: *\([^ ]*\).*/\1/p' <<<"$line")" ;;
+      *"Ray runtime started."*) started=yes && break ;;
+    esac
+  done
+  kill "$logs_pid" 2>/dev/null || true
+  exec {log}<&-
+  logs_pid=""
+  if [ -n "$started" ]; then
     if [ "$local_ip" != "$NODE_IP" ]; then
       echo "Ray on this node registered as ${local_ip:-an unknown address}, not its fabric address $NODE_IP" >&2
       exit 1
@@ -29,9 +48,8 @@ while true; do
     exit 0
   fi
   if [ "$SECONDS" -ge "$deadline" ]; then
-    echo "Ray on this node did not register as $NODE_IP with $ADDRESS within ${TIMEOUT}s; the container's last log lines:" >&2
-    docker logs --tail 40 "$CONTAINER" >&2 || true
-    exit 1
+    fail_with_log "Ray on this node did not register as $NODE_IP with $ADDRESS within ${TIMEOUT}s; the container's last log lines:"
   fi
+  # The log ended before the line: the container stopped (checked above) or the stream was cut.
   sleep 0.5
 done
