@@ -25,7 +25,7 @@ import { openStack, REPO_ROOT } from "../../infra/automation";
 import { RAY_CONTAINER } from "../../infra/plan";
 import { EngineEventLike, Timeline, buildTimeline, formatTimelineSummary, longestChain, renderTimelineSvg, resourceGraphFromExport } from "../../infra/timeline";
 import { SimCluster, onNode, putTinyModel, simDown, simStackConfig, simUp, tempWorkspace } from "../e2e/simCluster";
-import { Check, OPERATION_LABELS, Operation, Sample, TargetResult, UpTimeline, evaluateTargets, median, mediansByNodes, renderMarkdown } from "./report";
+import { Check, CpuUse, OPERATION_LABELS, Operation, Sample, TargetResult, UpTimeline, evaluateTargets, median, mediansByNodes, renderMarkdown } from "./report";
 
 const MODEL_DIR = "/home/spark/models/tiny-moe";
 /** The attention heads of the model putTinyModel writes. */
@@ -153,18 +153,6 @@ interface Timed<T> {
     readonly cpuBusyShare: number;
     /** CPU seconds the call cost, split by where they ran. */
     readonly cpu: CpuUse;
-}
-
-/** CPU seconds of one operation: the whole machine, and what ran inside the simulated nodes. */
-export interface CpuUse {
-    /** Busy CPU seconds of the whole machine (every process, other runs' too). */
-    readonly machineSeconds: number;
-    /** The machine's cores: machineSeconds / cores is the least wall time any schedule needs. */
-    readonly cores: number;
-    /** Inside the simulated nodes (their sshd, Docker engine, our scripts, and what runs in their containers). */
-    readonly nodesSeconds?: number;
-    /** Inside the containers the nodes' own Docker engines run: Ray and the vLLM stand-in. */
-    readonly workloadSeconds?: number;
 }
 
 /** A cgroup's CPU time so far in seconds: cgroup v1 cpuacct.usage (ns) or v2 cpu.stat usage_usec. */

@@ -28,6 +28,18 @@ export interface Sample {
     readonly apiSeconds?: number;
 }
 
+/** CPU seconds of one operation: the whole machine, and what ran inside the simulated nodes. */
+export interface CpuUse {
+    /** Busy CPU seconds of the whole machine (every process, other runs' too). */
+    readonly machineSeconds: number;
+    /** The machine's cores: machineSeconds / cores is the least wall time any schedule needs. */
+    readonly cores: number;
+    /** Inside the simulated nodes (their sshd, Docker engine, our scripts, and what runs in their containers). */
+    readonly nodesSeconds?: number;
+    /** Inside the containers the nodes' own Docker engines run: Ray and the vLLM stand-in. */
+    readonly workloadSeconds?: number;
+}
+
 /** A check made on the hosts or the engine's summary during a run. */
 export interface Check {
     readonly nodes: number;
@@ -49,12 +61,7 @@ export interface UpTimeline {
     /** Share of the machine's CPU that was busy meanwhile (all processes). */
     readonly cpuBusyShare: number;
     /** CPU seconds of the up: the machine's, and inside the simulated nodes. */
-    readonly cpu?: {
-        readonly machineSeconds: number;
-        readonly cores: number;
-        readonly nodesSeconds?: number;
-        readonly workloadSeconds?: number;
-    };
+    readonly cpu: CpuUse;
     /**
      * For a `--parallel 1` run: the time with unlimited parallelism that the dependency graph allows,
      * its longest chain weighted by these (uncontended) step durations, plus the same start-up and end.
@@ -259,7 +266,7 @@ export function renderMarkdown(report: {
             `### ${OPERATION_LABELS[timeline.operation]}, ${timeline.nodes} nodes (run ${timeline.run}): [${timeline.svg}](${timeline.svg})`,
             "",
             `The machine's CPU was ${(100 * timeline.cpuBusyShare).toFixed(0)}% busy meanwhile (every process on its cores, other runs' too).`,
-            ...(timeline.cpu ? [cpuSentence(timeline.cpu, timeline.wallSeconds)] : []),
+            cpuSentence(timeline.cpu, timeline.wallSeconds),
             "",
             ...(timeline.graphBound
                 ? [
@@ -290,7 +297,7 @@ export function renderMarkdown(report: {
  * What the CPU time of an up says: busy CPU seconds over the machine's cores is the least wall time
  * any schedule of the same work needs here; and how much of it ran inside the simulated nodes.
  */
-export function cpuSentence(cpu: NonNullable<UpTimeline["cpu"]>, wallSeconds: number): string {
+export function cpuSentence(cpu: CpuUse, wallSeconds: number): string {
     const floor = cpu.machineSeconds / cpu.cores;
     const inside =
         cpu.nodesSeconds === undefined
