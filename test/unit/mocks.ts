@@ -6,6 +6,7 @@ import * as fs from "fs";
 import * as path from "path";
 import * as pulumi from "@pulumi/pulumi";
 import { vi } from "vitest";
+import { FAKE_IMAGE_ID } from "./fakeDocker";
 
 export interface RecordedResource {
     readonly type: string;
@@ -43,7 +44,7 @@ export function sparkProbeOutput(
         "### docker",
         "28.3.3",
         "### image",
-        overrides.imageId ?? `sha256:${"a".repeat(64)}`,
+        overrides.imageId ?? FAKE_IMAGE_ID,
         "### model",
         `exists yes\nconfig-sha256 abc\n1000 config.json\n${overrides.weightBytes ?? 5000} model.safetensors`,
         "### model-config",

@@ -1,8 +1,7 @@
 import { execFileSync } from "child_process";
 import * as fs from "fs";
-import * as os from "os";
-import * as path from "path";
 import { describe, expect, it } from "vitest";
+import { runWithFakeDocker } from "./fakeDocker";
 import { MockRun, RecordedResource, runProgram, sparkProbeOutput, unsecret } from "./mocks";
 import { sparkDuo } from "./stacks";
 
@@ -19,32 +18,17 @@ const duo = {
 
 const COMMAND = "pulumi-nodejs:dynamic/remote:SshCommand";
 
-/** Runs a resource's create command in a sandbox whose `docker` records its arguments. */
-function runWithFakeDocker(commandLine: string): string[][] {
-    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "fake-docker-"));
-    try {
-        const log = path.join(dir, "calls");
-        fs.writeFileSync(
-            path.join(dir, "docker"),
-            `#!/bin/bash\nprintf '%s\\0' "$@" >> ${JSON.stringify(log)}\nprintf '\\n' >> ${JSON.stringify(log)}\n` +
-                // Every node has the image the mock probes report (sha256:aaaa...), every container runs.
-                `case "$*" in *"{{.Id}}"*) echo sha256:${"a".repeat(64)} ;; inspect*) echo true ;; esac\nexit 0\n`,
-            { mode: 0o755 },
-        );
-        fs.writeFileSync(path.join(dir, "sleep"), "#!/bin/sh\nexit 0\n", { mode: 0o755 });
-        execFileSync("sh", ["-c", commandLine], { cwd: dir, env: { ...process.env, PATH: `${dir}:${process.env.PATH}` }, encoding: "utf8" });
-        return fs
-            .readFileSync(log, "utf8")
-            .split("\0\n")
-            .filter((line) => line !== "")
-            .map((line) => line.split("\0"));
-    } finally {
-        fs.rmSync(dir, { recursive: true, force: true });
+/** The docker calls of a resource's create command, run against a fake docker; it must succeed. */
+function dockerCalls(commandLine: string): string[][] {
+    const outcome = runWithFakeDocker(commandLine);
+    if (outcome.status !== 0) {
+        throw new Error(`the command failed (${outcome.status}): ${outcome.stderr}`);
     }
+    return outcome.calls;
 }
 
 function dockerRunArgs(run: MockRun, name: string): string[] {
-    const calls = runWithFakeDocker(unsecret(run.byName(name).inputs.create));
+    const calls = dockerCalls(unsecret(run.byName(name).inputs.create));
     const call = calls.find((args) => args[0] === "run");
     if (!call) {
         throw new Error(`no docker run in ${name}`);
@@ -163,7 +147,7 @@ describe("the program's graph (mocks)", async () => {
     });
 
     it("serves with the Ray backend and the configured flags", () => {
-        const calls = runWithFakeDocker(run.byName("vllm-serve").inputs.create);
+        const calls = dockerCalls(run.byName("vllm-serve").inputs.create);
         const exec = calls.find((args) => args[0] === "exec" && args.includes("--detach"))!;
         expect(exec.slice(exec.indexOf("vllm"))).toEqual([
             "vllm", "serve", "/models/Qwen3.5-122B-A10B-FP8",
@@ -213,7 +197,7 @@ describe("values reach the remote shell as data", async () => {
     const run = await runProgram({ ...duo, model: { path: "/models/q", servedName: hostile } }, probe);
 
     it("passes a hostile model name through as one argument and runs nothing", () => {
-        const calls = runWithFakeDocker(run.byName("vllm-serve").inputs.create);
+        const calls = dockerCalls(run.byName("vllm-serve").inputs.create);
         const exec = calls.find((args) => args[0] === "exec" && args.includes("--detach"))!;
         expect(exec[exec.indexOf("--served-model-name") + 1]).toBe(hostile);
         expect(fs.existsSync("/tmp/pwned")).toBe(false);
@@ -287,13 +271,13 @@ describe("the mp executor (vLLM's native multi-node)", async () => {
     });
 
     it("removes the other executor's container first, which would hold the GPU", () => {
-        const calls = runWithFakeDocker(unsecret(run.byName("vllm-spark2-rank1").inputs.create));
+        const calls = dockerCalls(unsecret(run.byName("vllm-spark2-rank1").inputs.create));
         const removals = calls.filter((args) => args[0] === "rm").map((args) => args[args.length - 1]);
         expect(removals).toEqual(["vllm-fleet-vllm", "vllm-fleet-ray"]);
     });
 
     it("watches a headless rank for two seconds after its start (nothing else on its node does)", () => {
-        const calls = runWithFakeDocker(unsecret(run.byName("vllm-spark2-rank1").inputs.create));
+        const calls = dockerCalls(unsecret(run.byName("vllm-spark2-rank1").inputs.create));
         const run0 = calls.findIndex((args) => args[0] === "run");
         const checks = calls.slice(run0 + 1).filter((args) => args[0] === "inspect" && args.includes("{{.State.Running}}"));
         // Right after `docker run`, then every half second for 2 s.
@@ -309,14 +293,14 @@ describe("image delivery", () => {
         expect(copy.inputs.source).toMatchObject({ node: "spark1", host: "10.1.230.180", command: `bash -c 'docker save '\\''vllm:test'\\'''` });
         expect(run.byName("spark2-probe").dependencies).toContain(copy.urn);
         // The target reads nothing when it already has node 1's image id.
-        const calls = runWithFakeDocker(copy.inputs.create);
+        const calls = dockerCalls(copy.inputs.create);
         expect(calls.map((args) => args[0])).toEqual(["image"]);
     });
 
     it("pulls on every node with source pull", async () => {
         const run = await runProgram({ ...duo, image: { name: "vllm:test", source: "pull" } }, probe);
         for (const node of ["spark1", "spark2"]) {
-            const calls = runWithFakeDocker(run.byName(`${node}-image`).inputs.create);
+            const calls = dockerCalls(run.byName(`${node}-image`).inputs.create);
             expect(calls[0]).toEqual(["pull", "--quiet", "vllm:test"]);
         }
     });

@@ -2,68 +2,14 @@
  * The node-side scripts that decide when a container counts as started or joined, run by bash
  * against a fake `docker` that plays back a container's state and log.
  */
-import { spawnSync } from "child_process";
-import * as fs from "fs";
-import * as os from "os";
-import * as path from "path";
 import { describe, expect, it } from "vitest";
 import { bashCommand, scriptProgram, ScriptValue } from "../../components/shell";
+import { FakeContainer, FakeDockerOutcome, runWithFakeDocker } from "./fakeDocker";
 
-interface FakeContainer {
-    /** What `docker inspect --format {{.State.Running}}` answers, one line per call (the last repeats). */
-    readonly running: readonly string[];
-    /** What `docker logs` prints. */
-    readonly log: string;
-    /** What `docker exec` prints (the answer of a program run in the container). */
-    readonly exec?: string;
-}
-
-interface Outcome {
-    readonly status: number | null;
-    readonly stdout: string;
-    readonly stderr: string;
-    /** The docker commands the script ran, first word each. */
-    readonly calls: string[];
-}
-
-function runScript(name: string, vars: Readonly<Record<string, ScriptValue>>, container: FakeContainer): Outcome {
-    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "fake-node-"));
-    try {
-        fs.writeFileSync(path.join(dir, "running"), container.running.join("\n") + "\n");
-        fs.writeFileSync(path.join(dir, "log"), container.log);
-        fs.writeFileSync(path.join(dir, "exec"), container.exec ?? "");
-        fs.writeFileSync(
-            path.join(dir, "docker"),
-            [
-                "#!/bin/bash",
-                `dir=${JSON.stringify(dir)}`,
-                'echo "$1" >> "$dir/calls"',
-                'case "$1 $*" in',
-                '  "inspect "*State.Running*)',
-                '    line="$(head -n 1 "$dir/running")"; echo "$line"',
-                '    [ "$(wc -l < "$dir/running")" -gt 1 ] && sed -i 1d "$dir/running"; exit 0 ;;',
-                '  "inspect "*) exit 1 ;;',
-                '  "logs "*) cat "$dir/log"; exit 0 ;;',
-                '  "exec "*) cat > /dev/null; cat "$dir/exec"; exit 0 ;;',
-                '  "run "*) echo 0123456789ab; exit 0 ;;',
-                "esac",
-                "exit 0",
-            ].join("\n") + "\n",
-            { mode: 0o755 },
-        );
-        fs.writeFileSync(path.join(dir, "sleep"), "#!/bin/sh\nexit 0\n", { mode: 0o755 });
-        const result = spawnSync("sh", ["-c", bashCommand(scriptProgram(name, vars))], {
-            cwd: dir,
-            env: { ...process.env, PATH: `${dir}:${process.env.PATH}` },
-            encoding: "utf8",
-            timeout: 20_000,
-        });
-        const callsFile = path.join(dir, "calls");
-        const calls = fs.existsSync(callsFile) ? fs.readFileSync(callsFile, "utf8").split("\n").filter(Boolean) : [];
-        return { status: result.status, stdout: result.stdout, stderr: result.stderr, calls };
-    } finally {
-        fs.rmSync(dir, { recursive: true, force: true });
-    }
+/** Runs a script as the runners send it; `calls` keeps the first word of each docker call. */
+function runScript(name: string, vars: Readonly<Record<string, ScriptValue>>, container: FakeContainer): Omit<FakeDockerOutcome, "calls"> & { calls: string[] } {
+    const outcome = runWithFakeDocker(bashCommand(scriptProgram(name, vars)), { existing: false, ...container });
+    return { ...outcome, calls: outcome.calls.map((args) => args[0]) };
 }
 
 /** The lines `ray start --address ... --block` prints on a node (Ray 2.53, as seen on a simulated Spark). */
