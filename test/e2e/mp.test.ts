@@ -5,24 +5,9 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Stack } from "@pulumi/pulumi/automation";
 import { openStack } from "../../infra/automation";
-import { SimCluster, onNode, putTinyModel, simStackConfig, simUp, tearDown, tempWorkspace } from "./simCluster";
+import { SimCluster, complete, onNode, putTinyModel, simStackConfig, simUp, tearDown, tempWorkspace } from "./simCluster";
 
 const MODEL_DIR = "/home/spark/models/tiny-moe";
-
-interface CompletionBody {
-    choices: { text: string }[];
-    vllm_fleet_ranks: { rank: number; ip: string }[];
-}
-
-async function complete(endpoint: string): Promise<CompletionBody> {
-    const response = await fetch(`${endpoint}/completions`, {
-        method: "POST",
-        headers: { "Content-Type": "application/json" },
-        body: JSON.stringify({ model: "tiny-moe", prompt: "Hello", max_tokens: 8 }),
-    });
-    expect(response.status).toBe(200);
-    return (await response.json()) as CompletionBody;
-}
 
 function servingContainers(cluster: SimCluster): string[] {
     return cluster.nodes.map((node) => onNode(node, "docker ps --format '{{.Names}}'").trim());
@@ -55,7 +40,7 @@ describe.each([
     it("comes up with rank 0 and headless ranks answering on their fabric addresses", async () => {
         const up = await stack.up();
         expect(up.summary.result).toBe("succeeded");
-        const body = await complete(up.outputs.endpoint.value);
+        const body = await complete(up.outputs.endpoint.value, "tiny-moe");
         expect(body.vllm_fleet_ranks.map((rank) => rank.ip).sort()).toEqual(cluster.nodes.map((node) => node.fabricIp).sort());
         expect(servingContainers(cluster)).toEqual(cluster.nodes.map(() => "vllm-fleet-vllm"));
     });
@@ -117,7 +102,7 @@ describe("switching a running stack from the Ray executor to mp", () => {
         const up = await stack.up();
         expect(up.summary.result).toBe("succeeded");
         expect(servingContainers(cluster)).toEqual(["vllm-fleet-vllm", "vllm-fleet-vllm"]);
-        const body = await complete(up.outputs.endpoint.value);
+        const body = await complete(up.outputs.endpoint.value, "tiny-moe");
         expect(body.vllm_fleet_ranks.map((rank) => rank.ip).sort()).toEqual(cluster.nodes.map((node) => node.fabricIp).sort());
     });
 });

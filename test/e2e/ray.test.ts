@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Stack } from "@pulumi/pulumi/automation";
 import { openStack } from "../../infra/automation";
 import { RAY_CONTAINER } from "../../infra/plan";
-import { SimCluster, onNode, putTinyModel, simStackConfig, simUp, tearDown, tempWorkspace } from "./simCluster";
+import { SimCluster, complete, onNode, putTinyModel, simStackConfig, simUp, tearDown, tempWorkspace } from "./simCluster";
 
 const MODEL_DIR = "/home/spark/models/tiny-moe";
 const timings: Record<string, number> = {};
@@ -28,17 +28,6 @@ function rayNodeIps(cluster: SimCluster): string[] {
 
 function containerIds(cluster: SimCluster): string[] {
     return cluster.nodes.map((node) => onNode(node, `docker inspect --format '{{.Id}}' ${RAY_CONTAINER}`).trim());
-}
-
-async function complete(endpoint: string, model: string): Promise<string> {
-    const response = await fetch(`${endpoint}/completions`, {
-        method: "POST",
-        headers: { "Content-Type": "application/json" },
-        body: JSON.stringify({ model, prompt: "Hello from the test", max_tokens: 8 }),
-    });
-    expect(response.status).toBe(200);
-    const body = (await response.json()) as { choices: { text: string }[] };
-    return body.choices[0].text;
 }
 
 describe.each([
@@ -75,7 +64,7 @@ describe.each([
         expect(Object.values(up.outputs.fabricIps.value).sort()).toEqual([...fabricIps].sort());
         expect(up.outputs.endpoint.value).toBe(`http://${cluster.nodes[0].sshHost}:8000/v1`);
 
-        const text = await complete(up.outputs.endpoint.value, "tiny-moe");
+        const text = (await complete(up.outputs.endpoint.value, "tiny-moe")).choices[0].text;
         for (const ip of fabricIps) {
             expect(text).toContain(ip);
         }

@@ -68,6 +68,25 @@ export function onNode(node: SimNode, command: string): string {
     return execFileSync("docker", ["exec", node.name, "bash", "-c", command], { encoding: "utf8", timeout: 120_000 });
 }
 
+/** A completion as the vLLM stand-in answers it: the text and, per rank, the address it ran on. */
+export interface CompletionBody {
+    choices: { text: string }[];
+    vllm_fleet_ranks: { rank: number; ip: string }[];
+}
+
+/** Asks the served model for a short completion; anything but 200 fails with the answer. */
+export async function complete(endpoint: string, model: string): Promise<CompletionBody> {
+    const response = await fetch(`${endpoint}/completions`, {
+        method: "POST",
+        headers: { "Content-Type": "application/json" },
+        body: JSON.stringify({ model, prompt: "Hello from the test", max_tokens: 8 }),
+    });
+    if (response.status !== 200) {
+        throw new Error(`completion from ${endpoint}: HTTP ${response.status}: ${await response.text()}`);
+    }
+    return (await response.json()) as CompletionBody;
+}
+
 /**
  * A tiny model directory on every node, as a download would leave it: config.json (an MoE of the
  * Qwen shape) and one safetensors file. The vLLM stand-in reads it; nothing is executed.
