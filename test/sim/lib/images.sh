@@ -274,17 +274,30 @@ sim_ensure_image() { # tag build-function args...
   SIM_BUILT=1
 }
 
+# sim_stale_images KEEP...: reads image references (repo:tag, one a line) on stdin and prints
+# those of the proving ground's repositories that are neither KEEP nor the `current` alias.
+# Printing nothing is not a failure: after a fresh build there is nothing to prune.
+sim_stale_images() {
+  local ref keep wanted
+  while read -r ref; do
+    [[ "$ref" =~ ^($SIM_IMAGE_NODE_REPO|$SIM_IMAGE_WORKLOAD_REPO)(-base)?: ]] || continue
+    wanted=0
+    for keep in "$SIM_IMAGE_NODE_REPO:$SIM_IMAGE_ALIAS" "$SIM_IMAGE_WORKLOAD_REPO:$SIM_IMAGE_ALIAS" "$@"; do
+      if [[ "$ref" == "$keep" ]]; then wanted=1; break; fi
+    done
+    if ((!wanted)); then printf '%s\n' "$ref"; fi
+  done
+  return 0
+}
+
 # After a rebuild: drop the older hash tags of our repos (an image a container still uses
 # is kept: docker rmi refuses it).
 sim_prune_images() { # tags to keep...
-  local ref
-  docker images --format '{{.Repository}}:{{.Tag}}' |
-    grep -E "^($SIM_IMAGE_NODE_REPO|$SIM_IMAGE_WORKLOAD_REPO)(-base)?:" |
-    grep -vxF -e "$SIM_IMAGE_NODE_REPO:$SIM_IMAGE_ALIAS" -e "$SIM_IMAGE_WORKLOAD_REPO:$SIM_IMAGE_ALIAS" \
-      "${@/#/-e}" |
-    while read -r ref; do
-      docker rmi "$ref" >/dev/null 2>&1 || true
-    done
+  local ref stale
+  stale="$(docker images --format '{{.Repository}}:{{.Tag}}' | sim_stale_images "$@")"
+  for ref in $stale; do
+    docker rmi "$ref" >/dev/null 2>&1 || true
+  done
 }
 
 # Build (or reuse) both images; print the two tags, node first.
