@@ -7,6 +7,7 @@
  * whose config fails validation never registers a resource.
  */
 import { z } from "zod";
+import { FleetError } from "./errors";
 
 /** The Pulumi config namespace (the project name). */
 export const CONFIG_NAMESPACE = "vllm-fleet";
@@ -281,13 +282,12 @@ export interface ConfigIssue {
 }
 
 /** Thrown when a stack's config is invalid; its message lists every issue. */
-export class ConfigError extends Error {
+export class ConfigError extends FleetError {
     constructor(readonly issues: readonly ConfigIssue[]) {
         super(
             `invalid stack configuration (${issues.length} problem${issues.length === 1 ? "" : "s"}); nothing was run on any host:\n` +
                 issues.map((issue) => `  - ${issue.key}: ${describeValue(issue.value)}; expected ${issue.expected}`).join("\n"),
         );
-        this.name = "ConfigError";
     }
 }
 

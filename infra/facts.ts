@@ -6,6 +6,7 @@
  * interface is the one holding an address in the configured fabric subnet, never the default route.
  */
 import { Cidr, cidrContains, parseCidr } from "./config";
+import { FleetError } from "./errors";
 
 /** One network interface and its IPv4 addresses. */
 export interface InterfaceFacts {
@@ -192,10 +193,9 @@ export interface FabricFacts {
 }
 
 /** A preflight finding that stops the deployment. */
-export class PreflightError extends Error {
+export class PreflightError extends FleetError {
     constructor(message: string) {
         super(message);
-        this.name = "PreflightError";
     }
 }
 

@@ -25,6 +25,7 @@
  *   the attention heads. Pipeline stages get layers as vLLM's `get_pp_indices` splits them.
  */
 import { ModelDirFacts, NodeFacts, usableMemoryBytes } from "./facts";
+import { FleetError } from "./errors";
 
 /** One gibibyte, the unit of every message and of {@link describeFitPlan}. */
 export const GIB = 1024 ** 3;
@@ -37,13 +38,12 @@ export const GIB = 1024 ** 3;
 export const RUNTIME_OVERHEAD_BYTES_PER_RANK = 3 * GIB;
 
 /** A reason the model does not fit; the message carries the numbers and names the node. */
-export class FitError extends Error {
+export class FitError extends FleetError {
     /** Every problem found, one per line of the message. */
     readonly problems: readonly string[];
 
     constructor(problems: readonly string[]) {
         super(problems.length === 1 ? problems[0] : `the model does not fit:\n  - ${problems.join("\n  - ")}`);
-        this.name = "FitError";
         this.problems = problems;
     }
 }
