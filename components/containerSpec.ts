@@ -23,7 +23,11 @@ export interface Ulimit {
 export interface ContainerSpec {
     readonly name: string;
     readonly image: string;
-    /** The entrypoint; `[]` clears the image's own (the seeds' `--entrypoint=`), undefined keeps it. */
+    /**
+     * The entrypoint; undefined keeps the image's own. Never `[]` (a cleared entrypoint): Docker stores
+     * that as no entrypoint at all, so the Docker provider would see a change on every read; replace
+     * the image's entrypoint with the program to run instead (plan.ts `runs`).
+     */
     readonly entrypoint?: readonly string[];
     readonly command: readonly string[];
     readonly env: Readonly<Record<string, string>>;
@@ -196,17 +200,22 @@ export interface DockerContainerInputs {
 
 /** `docker.Container` inputs for the spec (the inverse is {@link specFromDockerContainerInputs}). */
 export function toDockerContainerInputs(spec: ContainerSpec): DockerContainerInputs {
+    if (spec.entrypoint !== undefined && spec.entrypoint.filter((word) => word !== "").length === 0) {
+        throw new Error(`container ${spec.name}: a cleared entrypoint cannot be kept by the Docker provider; give the program to run instead`);
+    }
+    if (spec.shmSizeBytes !== undefined && spec.shmSizeBytes % 1024 ** 2 !== 0) {
+        throw new Error(`container ${spec.name}: the Docker provider keeps the shm size in whole MiB, not ${spec.shmSizeBytes} bytes`);
+    }
     return {
         name: spec.name,
         image: spec.image,
-        // The provider clears the entrypoint with [""], as `docker run --entrypoint=` does.
-        entrypoints: spec.entrypoint === undefined ? undefined : spec.entrypoint.length === 0 ? [""] : [...spec.entrypoint],
+        entrypoints: spec.entrypoint === undefined ? undefined : [...spec.entrypoint],
         command: [...spec.command],
         envs: sortedEntries(spec.env).map(([key, value]) => `${key}=${value}`),
         volumes: spec.mounts.map((mount) => ({ hostPath: mount.source, containerPath: mount.target, readOnly: mount.readOnly })),
         networkMode: spec.networkHost ? "host" : undefined,
         ipcMode: spec.ipcHost ? "host" : undefined,
-        // docker.Container takes shmSize in MB.
+        // docker.Container takes shmSize in MiB (whole: checked above).
         shmSize: spec.shmSizeBytes === undefined ? undefined : spec.shmSizeBytes / 1024 ** 2,
         ulimits: spec.ulimits.map((ulimit) => ({ ...ulimit })),
         gpus: spec.gpus,
@@ -230,8 +239,7 @@ export function specFromDockerContainerInputs(inputs: DockerContainerInputs): Co
     return {
         name: inputs.name,
         image: inputs.image,
-        entrypoint:
-            inputs.entrypoints === undefined ? undefined : inputs.entrypoints.length === 1 && inputs.entrypoints[0] === "" ? [] : inputs.entrypoints,
+        entrypoint: inputs.entrypoints,
         command: inputs.command,
         env,
         mounts: inputs.volumes.map((volume) => ({ source: volume.hostPath, target: volume.containerPath, readOnly: volume.readOnly })),

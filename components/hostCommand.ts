@@ -4,54 +4,48 @@
  *
  * - `pulumi-command` (default): `remote.Command` of @pulumi/command, Pulumi's standard provider.
  * - `builtin`: vllm-fleet's own resource (a Pulumi dynamic resource running the system `ssh`
- *   client), for machines where the command provider plugin cannot be installed. This workplace's
- *   Go module proxy does not serve the provider's source, so the proving ground uses it.
+ *   client), kept only for machines where the command provider plugin cannot be installed.
  *
- * Both take the command as one string (`bash -c '<program>'`, see shell.ts): values reach the remote
- * shell quoted, never spliced. Changing `create`/`update` updates in place (runs `update`, else
- * `create`); changing `triggers` replaces (delete first, then create).
+ * Both take bash programs and send them on the command's standard input (see shell.ts): values
+ * reach the remote shell quoted, never spliced, and the command lines stay short. Changing a program
+ * updates in place (runs `update`, else `create`); changing `triggers` replaces (delete first, then
+ * create). Both reach the node with the same key and host-key rules (ssh.ts).
  */
 import * as pulumi from "@pulumi/pulumi";
 import * as command from "@pulumi/command";
+import { SshConnection, SshFiles, knownHostsLine, sshArgs } from "./ssh";
+import { bashCommand, programsOnStdin, runFromStdin } from "./shell";
+
+export { SshConnection } from "./ssh";
 
 /** How commands reach the hosts. */
 export type CommandRunner = "pulumi-command" | "builtin";
 
-/** An SSH endpoint of one node. */
-export interface SshConnection {
-    /** The node's name in the stack, used in error messages. */
-    readonly node: string;
-    readonly host: string;
-    readonly port: number;
-    readonly user: string;
-    readonly privateKey: pulumi.Input<string>;
-    /** A public key line; when given the host key is checked against it. */
-    readonly hostKey?: string;
-    /** Seconds to wait for the TCP connection before failing. */
-    readonly connectTimeoutSeconds: number;
-}
-
-/** Another node whose command's standard output becomes the standard input of this one. */
+/** Another node whose program's standard output becomes the standard input of this one. */
 export interface PipeSource {
     readonly connection: SshConnection;
-    readonly command: pulumi.Input<string>;
+    /** A bash program run on the source node. */
+    readonly program: pulumi.Input<string>;
 }
 
 export interface HostCommandArgs {
-    /** A private key file, for the local ssh clients of a pipe with the pulumi-command runner. */
-    readonly keyPath?: string;
     readonly connection: SshConnection;
     /**
-     * Streams `source.command`'s output (run on another node) into this command's standard input,
+     * Streams `source.program`'s output (run on another node) into this command's standard input,
      * through the machine running Pulumi: nodes need no keys for each other. The command may exit
      * early without reading (e.g. "already there"); the source is then stopped.
      */
     readonly source?: PipeSource;
+    /** The ssh files of both ends of a pipe on this machine (see ssh.ts), for the pulumi-command runner. */
+    readonly pipeFiles?: { readonly source: pulumi.Output<SshFiles>; readonly target: pulumi.Output<SshFiles> };
+    /** Bash programs (not command lines): run on create, on update (default: create) and on delete. */
     readonly create: pulumi.Input<string>;
     readonly update?: pulumi.Input<string>;
     readonly delete?: pulumi.Input<string>;
     /** Any change here replaces the command (delete, then create). */
     readonly triggers?: pulumi.Input<unknown[]>;
+    /** What the command prints goes to the state only, not to the screen (the probe's hundred lines). */
+    readonly quiet?: boolean;
 }
 
 /** What the components read from a command. */
@@ -69,16 +63,19 @@ export function hostCommand(
 ): HostCommand {
     const options: pulumi.CustomResourceOptions = { ...opts, deleteBeforeReplace: true };
     if (runner === "pulumi-command" && args.source) {
-        // remote.Command cannot read from another host: run the two ssh clients here. They need
-        // the key as a file (ssh.privateKeyPath).
-        const keyPath = args.keyPath;
-        if (!keyPath) {
-            throw new Error(`${name}: piping between nodes with the pulumi-command runner needs vllm-fleet:ssh.privateKeyPath`);
+        // remote.Command cannot read from another host: run the two ssh clients here, with the
+        // same key and host-key files as every other path (ssh.ts).
+        const files = args.pipeFiles;
+        if (!files) {
+            throw new Error(`${name}: a pipe between nodes with the pulumi-command runner needs the ssh files of both nodes`);
         }
+        const quote = (value: string) => `'${value.replace(/'/g, `'\\''`)}'`;
+        const line = (connection: SshConnection, own: SshFiles, program: string) =>
+            ["ssh", ...sshArgs(connection, own.keyFile, own.knownHostsFile, bashCommand(program))].map(quote).join(" ");
         const pipe = (to: pulumi.Input<string>) =>
             pulumi
-                .all([args.source!.command, to])
-                .apply(([from, into]) => `${sshCommandLine(args.source!.connection, keyPath, from)} | ${sshCommandLine(args.connection, keyPath, into)}`);
+                .all([args.source!.program, to, files.source, files.target])
+                .apply(([from, into, sourceFiles, targetFiles]) => `${line(args.source!.connection, sourceFiles, from)} | ${line(args.connection, targetFiles, into)}`);
         const resource = new command.local.Command(
             name,
             {
@@ -87,6 +84,7 @@ export function hostCommand(
                 triggers: args.triggers,
                 addPreviousOutputInEnv: false,
                 interpreter: ["/bin/bash", "-c"],
+                logging: args.quiet ? "none" : undefined,
             },
             options,
         );
@@ -106,11 +104,16 @@ export function hostCommand(
                     dialErrorLimit: 3,
                     perDialTimeout: args.connection.connectTimeoutSeconds,
                 },
-                create: args.create,
-                update: args.update,
-                delete: args.delete,
+                // The programs travel on standard input; the command lines stay short (see shell.ts).
+                stdin: pulumi
+                    .all([args.create, args.update, args.delete])
+                    .apply(([create, update, del]) => programsOnStdin({ create, update, delete: del })),
+                create: runFromStdin("create"),
+                update: runFromStdin("update"),
+                delete: args.delete === undefined ? undefined : runFromStdin("delete"),
                 triggers: args.triggers,
                 addPreviousOutputInEnv: false,
+                logging: args.quiet ? "none" : undefined,
             },
             options,
         );
@@ -118,29 +121,6 @@ export function hostCommand(
     }
     const resource = new SshCommand(name, args, options);
     return { resource, stdout: resource.stdout };
-}
-
-/** The ssh client options both runners use (host key checked when known, no prompts). */
-function sshOptions(connection: { port: number; connectTimeoutSeconds: number; hostKey?: string }, knownHostsFile: string): string[] {
-    return [
-        "-p", String(connection.port),
-        "-o", "BatchMode=yes",
-        "-o", "IdentitiesOnly=yes",
-        "-o", `ConnectTimeout=${connection.connectTimeoutSeconds}`,
-        "-o", "ConnectionAttempts=2",
-        "-o", "ServerAliveInterval=15",
-        "-o", "ServerAliveCountMax=8",
-        "-o", `StrictHostKeyChecking=${connection.hostKey ? "yes" : "no"}`,
-        "-o", `UserKnownHostsFile=${connection.hostKey ? knownHostsFile : "/dev/null"}`,
-        "-o", "LogLevel=ERROR",
-    ];
-}
-
-/** A local shell line running `remote` on the node with the system ssh client (quoted throughout). */
-export function sshCommandLine(connection: SshConnection, keyPath: string, remote: string): string {
-    const quote = (value: string) => `'${value.replace(/'/g, `'\\''`)}'`;
-    const options = sshOptions({ ...connection, hostKey: undefined }, "/dev/null");
-    return ["ssh", "-i", keyPath, ...options, `${connection.user}@${connection.host}`, "--", remote].map(quote).join(" ");
 }
 
 /** The inputs (and stored outputs) of the builtin resource. */
@@ -156,17 +136,18 @@ interface SshCommandProps {
     update?: string;
     delete?: string;
     triggers?: unknown[];
-    source?: { node: string; host: string; port: number; user: string; hostKey?: string; command: string };
+    source?: { node: string; host: string; port: number; user: string; hostKey?: string; program: string };
     stdout?: string;
     stderr?: string;
 }
 
 /**
- * Runs `commandLine` on the node with the system ssh client; with `props.source`, the source node's
- * command is piped into it. Self-contained (it `require`s what it uses) because Pulumi serializes it
- * into the dynamic provider.
+ * Runs one operation's program on the node with the system ssh client, the programs on standard
+ * input; with `props.source`, the source node's program is piped into it instead (the program then
+ * travels as the command line). Self-contained (it `require`s what it uses) because Pulumi
+ * serializes it into the dynamic provider.
  */
-async function runOverSsh(props: SshCommandProps, commandLine: string): Promise<{ stdout: string; stderr: string }> {
+async function runOverSsh(props: SshCommandProps, operation: "create" | "update" | "delete"): Promise<{ stdout: string; stderr: string }> {
     const childProcess = require("child_process") as typeof import("child_process");
     const fs = require("fs") as typeof import("fs");
     const os = require("os") as typeof import("os");
@@ -178,10 +159,9 @@ async function runOverSsh(props: SshCommandProps, commandLine: string): Promise<
         const argsFor = (target: { node: string; host: string; port: number; user: string; hostKey?: string }, remote: string) => {
             const knownHosts = path.join(dir, `known_hosts-${target.node}`);
             if (target.hostKey) {
-                const hostField = target.port === 22 ? target.host : `[${target.host}]:${target.port}`;
-                fs.writeFileSync(knownHosts, `${hostField} ${target.hostKey}\n`);
+                fs.writeFileSync(knownHosts, knownHostsLine(target));
             }
-            return ["-i", keyFile, ...sshOptions({ ...target, connectTimeoutSeconds: props.connectTimeoutSeconds }, knownHosts), `${target.user}@${target.host}`, "--", remote];
+            return sshArgs({ ...target, connectTimeoutSeconds: props.connectTimeoutSeconds }, keyFile, knownHosts, remote);
         };
         const tail = (text: string) => text.trimEnd().split("\n").slice(-40).join("\n");
         const failure = (target: { node: string; host: string; port: number; user: string }, code: number | null, signal: string | null, stdout: string, stderr: string) => {
@@ -192,20 +172,23 @@ async function runOverSsh(props: SshCommandProps, commandLine: string): Promise<
                     (stdout.trim() ? `--- stdout (tail) ---\n${tail(stdout)}\n` : ""),
             );
         };
+        const program = operation === "create" ? props.create : operation === "update" ? (props.update ?? props.create) : (props.delete ?? "");
         return await new Promise((resolve, reject) => {
             const source = props.source;
-            const sourceChild = source ? childProcess.spawn("ssh", argsFor(source, source.command), { stdio: ["ignore", "pipe", "pipe"] }) : undefined;
-            const child = childProcess.spawn("ssh", argsFor(props, commandLine), { stdio: [sourceChild ? "pipe" : "ignore", "pipe", "pipe"] });
+            const sourceChild = source ? childProcess.spawn("ssh", argsFor(source, bashCommand(source.program)), { stdio: ["ignore", "pipe", "pipe"] }) : undefined;
+            const child = childProcess.spawn("ssh", argsFor(props, source ? bashCommand(program) : runFromStdin(operation)), { stdio: ["pipe", "pipe", "pipe"] });
             const sourceErr: Buffer[] = [];
             let sourceExit: { code: number | null; signal: string | null } | undefined;
-            if (sourceChild && child.stdin) {
-                sourceChild.stdout.pipe(child.stdin);
-                // The target may stop reading early (nothing to copy): that is not an error.
-                child.stdin.on("error", () => undefined);
+            // The target may stop reading early (nothing to copy): that is not an error.
+            child.stdin!.on("error", () => undefined);
+            if (sourceChild) {
+                sourceChild.stdout.pipe(child.stdin!);
                 sourceChild.stderr.on("data", (chunk: Buffer) => sourceErr.push(chunk));
                 sourceChild.on("close", (code: number | null, signal: string | null) => {
                     sourceExit = { code, signal };
                 });
+            } else {
+                child.stdin!.end(programsOnStdin(props));
             }
             const out: Buffer[] = [];
             const err: Buffer[] = [];
@@ -238,7 +221,7 @@ async function runOverSsh(props: SshCommandProps, commandLine: string): Promise<
 
 const sshCommandProvider: pulumi.dynamic.ResourceProvider = {
     async create(inputs: SshCommandProps) {
-        const { stdout, stderr } = await runOverSsh(inputs, inputs.create);
+        const { stdout, stderr } = await runOverSsh(inputs, "create");
         const crypto = require("crypto") as typeof import("crypto");
         return { id: `${inputs.node}-${crypto.randomBytes(6).toString("hex")}`, outs: { ...inputs, stdout, stderr } };
     },
@@ -255,12 +238,12 @@ const sshCommandProvider: pulumi.dynamic.ResourceProvider = {
         };
     },
     async update(_id: string, _olds: SshCommandProps, news: SshCommandProps) {
-        const { stdout, stderr } = await runOverSsh(news, news.update ?? news.create);
+        const { stdout, stderr } = await runOverSsh(news, "update");
         return { outs: { ...news, stdout, stderr } };
     },
     async delete(_id: string, props: SshCommandProps) {
         if (props.delete) {
-            await runOverSsh(props, props.delete);
+            await runOverSsh(props, "delete");
         }
     },
 };
@@ -294,7 +277,7 @@ export class SshCommand extends pulumi.dynamic.Resource {
                           port: args.source.connection.port,
                           user: args.source.connection.user,
                           hostKey: args.source.connection.hostKey,
-                          command: args.source.command,
+                          program: args.source.program,
                       }
                     : undefined,
                 stdout: undefined,

@@ -1,10 +1,10 @@
 import * as pulumi from "@pulumi/pulumi";
 import { FleetConfig } from "../infra/config";
-import { PlannedNode, RAY_CONTAINER, SERVING_CONTAINERS, gpusNeeded, rayContainerSpec } from "../infra/plan";
-import { realizeContainer } from "./container";
+import { PlannedNode, RAY_CONTAINER, gpusNeeded, rayContainerSpec } from "../infra/plan";
+import { realizeContainer, servingContainerAliases, servingContainerName } from "./container";
 import { hostCommand } from "./hostCommand";
 import { SparkNode } from "./sparkNode";
-import { bashCommand, scriptProgram } from "./shell";
+import { scriptProgram } from "./shell";
 
 export interface RayClusterArgs {
     readonly config: FleetConfig;
@@ -42,45 +42,44 @@ export class RayCluster extends pulumi.ComponentResource {
 
         const joined: pulumi.Resource[] = [];
         const revisions: pulumi.Output<string>[] = [];
-        let headContainer: pulumi.Resource | undefined;
+        let headContainerId: pulumi.Output<string> | undefined;
         nodes.forEach((node, index) => {
-            const role = index === 0 ? "head" : "worker";
-            const spec = planned.apply((list) => rayContainerSpec(config, args.stack, list, index));
+            const spec =
+                index === 0
+                    ? planned.apply((list) => rayContainerSpec(config, args.stack, list, 0))
+                    : pulumi.all([planned, headContainerId!]).apply(([list, headId]) => rayContainerSpec(config, args.stack, list, index, headId));
+            // A worker's spec holds its head's container id: it is created after the head's
+            // `docker run` and replaced whenever the head is (see rayContainerSpec); its `ray start`
+            // retries the head while that boots, so the two still boot side by side.
             const container = realizeContainer(
                 config.containerDriver,
                 config.commandRunner,
-                `${name}-${node.nodeName}-ray-${role}`,
+                servingContainerName("ray", node.nodeName, index),
                 node,
                 spec,
-                // Every Ray container starts at once, head and workers: `ray start --address`
-                // retries the head while it boots. The join wait below watches the container.
-                { parent: this },
-                { removeFirst: SERVING_CONTAINERS, watchSeconds: 0 },
+                { parent: this, aliases: servingContainerAliases("ray", node.nodeName, index) },
+                // The join wait below watches the container.
+                { watchSeconds: 0 },
             );
             const join = hostCommand(
                 config.commandRunner,
                 `${name}-${node.nodeName}-ray-joined`,
                 {
                     connection: node.connection,
-                    create: pulumi
-                        .all([planned, this.headAddress])
-                        .apply(([list, address]) =>
-                            bashCommand(
-                                scriptProgram("ray-wait-node", {
-                                    CONTAINER: RAY_CONTAINER,
-                                    NODE_IP: list[index].fabric.ip,
-                                    ADDRESS: address,
-                                    TIMEOUT: config.timeouts.rayReadySeconds,
-                                }),
-                            ),
-                        ),
+                    create: pulumi.all([planned, this.headAddress]).apply(([list, address]) =>
+                        scriptProgram("ray-wait-node", {
+                            CONTAINER: RAY_CONTAINER,
+                            NODE_IP: list[index].fabric.ip,
+                            ADDRESS: address,
+                            TIMEOUT: config.timeouts.rayReadySeconds,
+                        }),
+                    ),
                     triggers: [container.revision],
                 },
-                // A worker's wait counts from the moment its head exists.
-                { parent: this, dependsOn: headContainer ? [container.resource, headContainer] : [container.resource] },
+                { parent: this, dependsOn: [container.resource] },
             );
             if (index === 0) {
-                headContainer = container.resource;
+                headContainerId = container.revision;
             }
             joined.push(join.resource);
             revisions.push(container.revision);
@@ -92,15 +91,13 @@ export class RayCluster extends pulumi.ComponentResource {
             {
                 connection: nodes[0].connection,
                 create: pulumi.all([planned, this.headAddress]).apply(([list, address]) =>
-                    bashCommand(
-                        scriptProgram("ray-ready", {
-                            CONTAINER: RAY_CONTAINER,
-                            ADDRESS: address,
-                            EXPECTED_IPS: list.map((node) => node.fabric.ip),
-                            EXPECTED_GPUS: gpusNeeded(config),
-                            TIMEOUT: config.timeouts.rayReadySeconds,
-                        }),
-                    ),
+                    scriptProgram("ray-ready", {
+                        CONTAINER: RAY_CONTAINER,
+                        ADDRESS: address,
+                        EXPECTED_IPS: list.map((node) => node.fabric.ip),
+                        EXPECTED_GPUS: gpusNeeded(config),
+                        TIMEOUT: config.timeouts.rayReadySeconds,
+                    }),
                 ),
                 triggers: revisions,
             },

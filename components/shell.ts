@@ -65,3 +65,32 @@ export function scriptProgram(names: string | readonly string[], vars: Readonly<
 export function bashCommand(program: string): string {
     return `bash -c ${shQuote(program)}`;
 }
+
+/** The programs of one host command, by operation. */
+export interface CommandPrograms {
+    readonly create: string;
+    readonly update?: string;
+    readonly delete?: string;
+}
+
+/**
+ * The programs of a host command as the data its remote shell reads on standard input: quoted
+ * assignments, one per operation (an update without a program of its own runs `create` again).
+ */
+export function programsOnStdin(programs: CommandPrograms): string {
+    return `${renderAssignments({
+        FLEET_CREATE: programs.create,
+        FLEET_UPDATE: programs.update ?? programs.create,
+        FLEET_DELETE: programs.delete ?? "",
+    })}\n`;
+}
+
+/**
+ * The remote command line that runs one operation's program from {@link programsOnStdin}. It is
+ * short on purpose: a failing command is reported quoting its command line, and the program itself
+ * (kilobytes) stays out of the message. Standard input is read to the end before the program
+ * starts, so nothing the program runs can consume it.
+ */
+export function runFromStdin(operation: "create" | "update" | "delete"): string {
+    return `bash -c 'eval "$(cat)" && exec bash -c "$FLEET_${operation.toUpperCase()}" vllm-fleet'`;
+}

@@ -4,15 +4,18 @@ import { FleetConfig, FleetNode } from "../infra/config";
 import { FabricFacts, ModelDirFacts, NodeFacts, findFabric, parseProbeOutput, preflight } from "../infra/facts";
 import { describeFitPlan, fitNodeFromFacts, kvCacheDtypeFromArgs, parseModelConfig, planFit, safetensorsWeightBytes } from "../infra/fit";
 import { PlannedNode, gpusNeeded } from "../infra/plan";
-import { CommandRunner, SshConnection, hostCommand } from "./hostCommand";
-import { bashCommand, scriptProgram, shQuote } from "./shell";
+import { CommandRunner, hostCommand } from "./hostCommand";
+import { scriptProgram, shQuote } from "./shell";
+import { SshConnection, SshFiles, materializeSshFiles, sshClientOptions } from "./ssh";
 
 export interface SparkNodeArgs {
     readonly node: FleetNode;
     /** The SSH private key (a secret). */
     readonly privateKey: pulumi.Input<string>;
-    /** A key file for the Docker provider's ssh:// connection (docker driver only). */
+    /** The private key file, when the key was given as one (ssh.privateKeyPath); else one is written (ssh.ts). */
     readonly privateKeyPath?: string;
+    /** The stack name: where this machine keeps the node's ssh files (ssh.ts). */
+    readonly stack: string;
     readonly connectTimeoutSeconds: number;
     readonly runner: CommandRunner;
     readonly containerDriver: "docker" | "ssh";
@@ -44,6 +47,8 @@ export class SparkNode extends pulumi.ComponentResource {
     public readonly fabric: pulumi.Output<FabricFacts>;
     /** A Docker provider over SSH to this node (the `docker` container driver only). */
     public readonly dockerProvider?: docker.Provider;
+    /** The key and pinned host key of this node as files on this machine, for the system ssh client. */
+    public readonly sshFiles: pulumi.Output<SshFiles>;
 
     constructor(name: string, args: SparkNodeArgs, opts?: pulumi.ComponentResourceOptions) {
         super("vllm-fleet:node:SparkNode", name, {}, opts);
@@ -57,13 +62,16 @@ export class SparkNode extends pulumi.ComponentResource {
             hostKey: args.node.hostKey,
             connectTimeoutSeconds: args.connectTimeoutSeconds,
         };
+        this.sshFiles = materializeSshFiles(args.stack, this.connection, args.privateKeyPath);
         const image = this.deliverImage(name, args);
         const probe = hostCommand(
             args.runner,
             `${name}-probe`,
             {
                 connection: this.connection,
-                create: bashCommand(scriptProgram(["model-list", "probe"], { IMAGE: args.image, MODEL_PATH: args.modelPath })),
+                create: scriptProgram(["model-list", "probe"], { IMAGE: args.image, MODEL_PATH: args.modelPath }),
+                // A hundred lines per node: they belong in the facts, not on the screen.
+                quiet: true,
                 // What the probe saw is stale once the image was delivered anew.
                 triggers: image ? [image.stdout] : undefined,
             },
@@ -72,15 +80,12 @@ export class SparkNode extends pulumi.ComponentResource {
         this.facts = probe.stdout.apply(parseProbeOutput);
         this.fabric = this.facts.apply((facts) => findFabric(args.node.name, facts, args.fabricSubnet));
         if (args.containerDriver === "docker") {
+            // The same key and host-key rules as every other path to the node (ssh.ts).
             this.dockerProvider = new docker.Provider(
                 `${name}-docker`,
                 {
                     host: `ssh://${args.node.user}@${args.node.host}:${args.node.port}`,
-                    sshOpts: [
-                        "-o", "BatchMode=yes",
-                        "-o", `ConnectTimeout=${args.connectTimeoutSeconds}`,
-                        ...(args.privateKeyPath ? ["-i", args.privateKeyPath, "-o", "IdentitiesOnly=yes"] : []),
-                    ],
+                    sshOpts: this.sshFiles.apply((files) => sshClientOptions(this.connection, files.keyFile, files.knownHostsFile)),
                 },
                 { parent: this },
             );
@@ -97,7 +102,7 @@ export class SparkNode extends pulumi.ComponentResource {
             return hostCommand(
                 args.runner,
                 `${name}-image`,
-                { connection: this.connection, create: bashCommand(scriptProgram("image-pull", { IMAGE: args.image })) },
+                { connection: this.connection, create: scriptProgram("image-pull", { IMAGE: args.image }) },
                 { parent: this },
             );
         }
@@ -107,9 +112,9 @@ export class SparkNode extends pulumi.ComponentResource {
             `${name}-image`,
             {
                 connection: this.connection,
-                keyPath: args.privateKeyPath,
-                source: { connection: from.node.connection, command: bashCommand(`docker save ${shQuote(args.image)}`) },
-                create: from.imageId.apply((imageId) => bashCommand(scriptProgram("image-load", { IMAGE: args.image, WANT_ID: imageId }))),
+                source: { connection: from.node.connection, program: `docker save ${shQuote(args.image)}` },
+                pipeFiles: { source: from.node.sshFiles, target: this.sshFiles },
+                create: from.imageId.apply((imageId) => scriptProgram("image-load", { IMAGE: args.image, WANT_ID: imageId })),
             },
             { parent: this },
         );

@@ -1,11 +1,11 @@
 import * as pulumi from "@pulumi/pulumi";
 import { FleetConfig } from "../infra/config";
-import { PlannedNode, RAY_CONTAINER, SERVING_CONTAINERS, VLLM_CONTAINER, mpRankSpec, vllmServeArgs } from "../infra/plan";
-import { realizeContainer } from "./container";
+import { PlannedNode, RAY_CONTAINER, VLLM_CONTAINER, mpRankSpec, vllmServeArgs } from "../infra/plan";
+import { realizeContainer, servingContainerAliases, servingContainerName } from "./container";
 import { hostCommand } from "./hostCommand";
 import { RayCluster } from "./rayCluster";
 import { SparkNode } from "./sparkNode";
-import { bashCommand, scriptProgram } from "./shell";
+import { scriptProgram } from "./shell";
 
 export interface VllmServiceArgs {
     readonly config: FleetConfig;
@@ -63,17 +63,15 @@ export class VllmService extends pulumi.ComponentResource {
                 throw new Error("the ray executor needs a Ray cluster");
             }
             const start = pulumi.all([apiKey, ready(RAY_CONTAINER, RAY_SERVE_LOG)]).apply(([key, waitProgram]) =>
-                bashCommand(
-                    [
-                        scriptProgram("vllm-start", {
-                            CONTAINER: RAY_CONTAINER,
-                            SERVE_ARGS: vllmServeArgs(config),
-                            API_KEY: key,
-                            LOG_FILE: RAY_SERVE_LOG,
-                        }),
-                        waitProgram,
-                    ].join("\n"),
-                ),
+                [
+                    scriptProgram("vllm-start", {
+                        CONTAINER: RAY_CONTAINER,
+                        SERVE_ARGS: vllmServeArgs(config),
+                        API_KEY: key,
+                        LOG_FILE: RAY_SERVE_LOG,
+                    }),
+                    waitProgram,
+                ].join("\n"),
             );
             const serve = hostCommand(
                 config.commandRunner,
@@ -82,7 +80,7 @@ export class VllmService extends pulumi.ComponentResource {
                     connection: head.connection,
                     create: start,
                     update: start,
-                    delete: bashCommand(scriptProgram("vllm-stop", { CONTAINER: RAY_CONTAINER })),
+                    delete: scriptProgram("vllm-stop", { CONTAINER: RAY_CONTAINER }),
                     // A rebuilt Ray cluster needs a new server; a changed vLLM setting only a restart.
                     triggers: [args.ray.revision],
                 },
@@ -100,12 +98,12 @@ export class VllmService extends pulumi.ComponentResource {
                 const container = realizeContainer(
                     config.containerDriver,
                     config.commandRunner,
-                    `${name}-${node.nodeName}-rank${index}`,
+                    servingContainerName("mp", node.nodeName, index),
                     node,
                     spec,
-                    { parent: this },
+                    { parent: this, aliases: servingContainerAliases("mp", node.nodeName, index) },
                     // Nothing else watches a headless rank on its node: it must stay up a moment.
-                    { removeFirst: SERVING_CONTAINERS, watchSeconds: 2 },
+                    { watchSeconds: 2 },
                 );
                 revisions.push(container.revision);
                 containers.push(container.resource);
@@ -115,7 +113,7 @@ export class VllmService extends pulumi.ComponentResource {
                 `${name}-ready`,
                 {
                     connection: head.connection,
-                    create: ready(VLLM_CONTAINER, "").apply(bashCommand),
+                    create: ready(VLLM_CONTAINER, ""),
                     triggers: revisions,
                 },
                 { parent: this, dependsOn: containers },

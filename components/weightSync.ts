@@ -4,7 +4,7 @@ import { FleetConfig } from "../infra/config";
 import { ModelDirFacts, parseModelDir, splitSections } from "../infra/facts";
 import { hostCommand } from "./hostCommand";
 import { SparkNode } from "./sparkNode";
-import { bashCommand, scriptProgram } from "./shell";
+import { scriptProgram } from "./shell";
 
 /** The port of the short-lived rsync daemon on a receiving node (fabric address only). */
 export const RSYNC_PORT = 28730;
@@ -43,11 +43,9 @@ export function syncWeights(
             {
                 connection: target.connection,
                 create: pulumi.all([addresses, secret]).apply(([[from, to], key]) =>
-                    bashCommand(
-                        scriptProgram("weights-receive", { MODEL_PATH: config.model.path, BIND_IP: to.ip, SENDER_IP: from.ip, PORT: RSYNC_PORT, SECRET: key }),
-                    ),
+                    scriptProgram("weights-receive", { MODEL_PATH: config.model.path, BIND_IP: to.ip, SENDER_IP: from.ip, PORT: RSYNC_PORT, SECRET: key }),
                 ),
-                delete: bashCommand(scriptProgram(["model-list", "weights-close"], { MODEL_PATH: config.model.path, PORT: RSYNC_PORT })),
+                delete: scriptProgram(["model-list", "weights-close"], { MODEL_PATH: config.model.path, PORT: RSYNC_PORT }),
                 triggers: [sourceModel],
             },
             options,
@@ -58,7 +56,7 @@ export function syncWeights(
             {
                 connection: source.connection,
                 create: pulumi.all([addresses, secret]).apply(([[, to], key]) =>
-                    bashCommand(scriptProgram("weights-send", { MODEL_PATH: config.model.path, TARGET_IP: to.ip, PORT: RSYNC_PORT, SECRET: key })),
+                    scriptProgram("weights-send", { MODEL_PATH: config.model.path, TARGET_IP: to.ip, PORT: RSYNC_PORT, SECRET: key }),
                 ),
                 triggers: [sourceModel],
             },
@@ -69,7 +67,7 @@ export function syncWeights(
             `${target.nodeName}-weights-close`,
             {
                 connection: target.connection,
-                create: bashCommand(scriptProgram(["model-list", "weights-close"], { MODEL_PATH: config.model.path, PORT: RSYNC_PORT })),
+                create: scriptProgram(["model-list", "weights-close"], { MODEL_PATH: config.model.path, PORT: RSYNC_PORT }),
                 triggers: [send.stdout],
             },
             { ...options, dependsOn: [send.resource] },

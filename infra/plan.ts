@@ -3,7 +3,6 @@
  * put on the hosts: per-node network pins, the Ray containers, the `vllm serve` command line.
  * No Pulumi here, so it is tested directly, table-driven.
  */
-import { createHash } from "crypto";
 import * as path from "path";
 import { ContainerSpec } from "../components/containerSpec";
 import { FleetConfig } from "./config";
@@ -56,20 +55,29 @@ export const RAY_CONTAINER = "vllm-fleet-ray";
 /** The container that runs one node's vLLM ranks (`mp` executor). */
 export const VLLM_CONTAINER = "vllm-fleet-vllm";
 
-/** The serving containers of both executors: starting one kind first removes the other. */
-export const SERVING_CONTAINERS = [RAY_CONTAINER, VLLM_CONTAINER] as const;
+const MIB = 1024 ** 2;
+
+/**
+ * What a serving container runs: `program` (e.g. `ray start ...`) as the entrypoint and its
+ * arguments as the command. The image's own entrypoint may start a server of its own, so it is
+ * replaced, never kept; and it is replaced by the program itself rather than cleared, because a
+ * cleared entrypoint (`--entrypoint=`, `[""]`) is stored by Docker as none at all, which the Docker
+ * provider then reads back as a change that forces a new container on every `pulumi up`.
+ */
+export function runs(program: readonly string[]): Pick<ContainerSpec, "entrypoint" | "command"> {
+    return { entrypoint: [program[0]], command: program.slice(1) };
+}
 
 /** Limits and mounts shared by every container that runs vLLM or Ray. */
-function servingContainer(config: FleetConfig, stack: string, node: PlannedNode, role: string): Omit<ContainerSpec, "name" | "command"> {
+function servingContainer(config: FleetConfig, stack: string, node: PlannedNode, role: string): Omit<ContainerSpec, "name" | "command" | "entrypoint"> {
     return {
         image: config.image.name,
-        // The image's own entrypoint may start a server of its own; ours must be the only process.
-        entrypoint: [],
         env: networkEnv(node.fabric),
         mounts: [{ source: config.model.path, target: containerModelPath(config), readOnly: true }],
         networkHost: true,
         ipcHost: true,
-        shmSizeBytes: config.container.shmSizeBytes,
+        // Whole MiB: the Docker provider keeps the size in MiB, and a fraction would differ on every read.
+        shmSizeBytes: Math.round(config.container.shmSizeBytes / MIB) * MIB,
         ulimits: [
             { name: "memlock", soft: config.container.memlockBytes, hard: config.container.memlockBytes },
             { name: "stack", soft: config.container.stackBytes, hard: config.container.stackBytes },
@@ -80,31 +88,42 @@ function servingContainer(config: FleetConfig, stack: string, node: PlannedNode,
     };
 }
 
-/** Label on each Ray worker: a digest of the head's spec, so that a new head means new workers. */
-export const RAY_HEAD_SPEC_LABEL = "vllm-fleet.ray-head-spec";
+/** Label on each Ray worker: the id of the head container it joined. */
+export const RAY_HEAD_LABEL = "vllm-fleet.ray-head";
 
 /**
- * The Ray container of a node: head on node 0, workers on the others. Workers start side by side
- * with the head (`ray start --address` retries the head while it boots), so nothing orders them
- * after it at run time; instead each worker carries a digest of the head's spec, and a replaced
- * head (whose new cluster the old workers could never rejoin) replaces every worker too.
+ * The Ray container of a node: head on node 0, workers on the others. A worker carries the id of
+ * the head container it joins (`headContainerId`, required for workers): a new head is a new Ray
+ * cluster that old workers can never rejoin, so a new head id means new workers, and since the id
+ * exists only once the head does, every worker starts after its head's `docker run` (its
+ * `ray start --address` then retries the head while it boots, so the two still boot side by side).
  */
-export function rayContainerSpec(config: FleetConfig, stack: string, nodes: readonly PlannedNode[], index: number): ContainerSpec {
+export function rayContainerSpec(config: FleetConfig, stack: string, nodes: readonly PlannedNode[], index: number, headContainerId?: string): ContainerSpec {
     const node = nodes[index];
     const head = nodes[0];
     const common = ["--node-ip-address", node.fabric.ip, "--num-gpus", String(node.gpus), "--disable-usage-stats"];
     if (index === 0) {
-        const command = ["ray", "start", "--block", "--head", "--port", String(config.ray.port), "--include-dashboard=false", ...common];
         const base = servingContainer(config, stack, node, "ray-head");
         // The first Ray driver on the head is always the readiness gate (ray-ready.sh), a job that
         // ends a second later: Ray's prestart of idle workers for it would only cost the head CPU
         // and memory. vLLM's own workers are started for vLLM's job either way.
-        return { name: RAY_CONTAINER, command, ...base, env: { ...base.env, RAY_prestart_worker_first_driver: "0" } };
+        return {
+            name: RAY_CONTAINER,
+            ...runs(["ray", "start", "--block", "--head", "--port", String(config.ray.port), "--include-dashboard=false", ...common]),
+            ...base,
+            env: { ...base.env, RAY_prestart_worker_first_driver: "0" },
+        };
     }
-    const command = ["ray", "start", "--block", "--address", `${head.fabric.ip}:${config.ray.port}`, ...common];
+    if (!headContainerId) {
+        throw new Error(`the Ray worker on ${node.name} needs the id of its head container`);
+    }
     const base = servingContainer(config, stack, node, "ray-worker");
-    const headDigest = createHash("sha256").update(JSON.stringify(rayContainerSpec(config, stack, nodes, 0))).digest("hex").slice(0, 16);
-    return { name: RAY_CONTAINER, command, ...base, labels: { ...base.labels, [RAY_HEAD_SPEC_LABEL]: headDigest } };
+    return {
+        name: RAY_CONTAINER,
+        ...runs(["ray", "start", "--block", "--address", `${head.fabric.ip}:${config.ray.port}`, ...common]),
+        ...base,
+        labels: { ...base.labels, [RAY_HEAD_LABEL]: headContainerId },
+    };
 }
 
 /**
@@ -113,7 +132,7 @@ export function rayContainerSpec(config: FleetConfig, stack: string, nodes: read
  * by the caller (it is a secret).
  */
 export function mpRankSpec(config: FleetConfig, stack: string, nodes: readonly PlannedNode[], index: number): ContainerSpec {
-    const command = [
+    const program = [
         "vllm",
         ...vllmServeArgs(config),
         "--nnodes",
@@ -126,7 +145,7 @@ export function mpRankSpec(config: FleetConfig, stack: string, nodes: readonly P
         String(config.vllm.masterPort),
         ...(index === 0 ? [] : ["--headless"]),
     ];
-    return { name: VLLM_CONTAINER, command, ...servingContainer(config, stack, nodes[index], index === 0 ? "vllm-rank0" : "vllm-headless") };
+    return { name: VLLM_CONTAINER, ...runs(program), ...servingContainer(config, stack, nodes[index], index === 0 ? "vllm-rank0" : "vllm-headless") };
 }
 
 /** The arguments of `vllm serve` (the API key travels as VLLM_API_KEY, never on the command line). */

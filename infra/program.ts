@@ -7,6 +7,7 @@
 import * as fs from "fs";
 import * as path from "path";
 import * as pulumi from "@pulumi/pulumi";
+import { RAY_CLUSTER_NAME, VLLM_SERVICE_NAME } from "../components/container";
 import { RayCluster } from "../components/rayCluster";
 import { SparkNode, planFleet } from "../components/sparkNode";
 import { VllmService } from "../components/vllmService";
@@ -93,6 +94,12 @@ export async function fleetProgram(): Promise<FleetOutputs> {
     const apiKey = pulumiConfig.getSecret("vllmApiKey");
     const stack = pulumi.getStack();
 
+    const unpinned = config.nodes.filter((node) => !node.hostKey).map((node) => node.name);
+    if (unpinned.length > 0) {
+        pulumi.log.warn(
+            `no host key pinned for ${unpinned.join(", ")}: their SSH host keys are not checked; set vllm-fleet:nodes[i].hostKey to the line of \`ssh-keyscan -t ed25519 <host>\``,
+        );
+    }
     const nodes: SparkNode[] = [];
     for (const node of config.nodes) {
         const source = nodes[0];
@@ -101,6 +108,7 @@ export async function fleetProgram(): Promise<FleetOutputs> {
                 node,
                 privateKey,
                 privateKeyPath,
+                stack,
                 connectTimeoutSeconds: config.timeouts.sshConnectSeconds,
                 runner: config.commandRunner,
                 containerDriver: config.containerDriver,
@@ -118,8 +126,8 @@ export async function fleetProgram(): Promise<FleetOutputs> {
     }
     const synced = config.model.sync === "rsync" ? syncWeights(config, nodes, privateKey, undefined) : undefined;
     const planned = planFleet(config, nodes, synced);
-    const ray = config.executor === "ray" ? new RayCluster("ray", { config, stack, nodes, planned }) : undefined;
-    const vllm = new VllmService("vllm", { config, stack, nodes, planned, ray, apiKey });
+    const ray = config.executor === "ray" ? new RayCluster(RAY_CLUSTER_NAME, { config, stack, nodes, planned }) : undefined;
+    const vllm = new VllmService(VLLM_SERVICE_NAME, { config, stack, nodes, planned, ray, apiKey });
 
     return {
         endpoint: vllm.endpoint,

@@ -8,7 +8,7 @@ import {
     toDockerRunArgs,
 } from "../../components/containerSpec";
 import { parseFleetConfig } from "../../infra/config";
-import { PlannedNode, RAY_HEAD_SPEC_LABEL, rayContainerSpec } from "../../infra/plan";
+import { PlannedNode, RAY_HEAD_LABEL, rayContainerSpec } from "../../infra/plan";
 import { sparkDuo } from "./stacks";
 
 const config = parseFleetConfig(sparkDuo);
@@ -19,7 +19,7 @@ const planned: PlannedNode[] = [
 
 const specs: [string, ContainerSpec][] = [
     ["the Ray head", rayContainerSpec(config, "spark-duo", planned, 0)],
-    ["a Ray worker", rayContainerSpec(config, "spark-duo", planned, 1)],
+    ["a Ray worker", rayContainerSpec(config, "spark-duo", planned, 1, "f00d")],
     [
         "a container keeping its image's entrypoint, on a bridge network",
         {
@@ -52,12 +52,13 @@ describe("both container drivers express the same container", () => {
 });
 
 describe("docker run arguments", () => {
-    it("clear the entrypoint and run Ray as the only process, as the seeds did", () => {
+    it("replace the image's entrypoint with Ray itself, the only process, and a shm of whole MiB", () => {
         const args = toDockerRunArgs(specs[0][1]);
         const image = args.indexOf("hellohal2064/vllm-qwen3.5-gb10:latest");
-        expect(args[image - 1]).toBe("--entrypoint=");
-        expect(args.slice(image + 1, image + 4)).toEqual(["ray", "start", "--block"]);
-        expect(args).toEqual(expect.arrayContaining(["--shm-size", `${Math.round(10.24 * 1024 ** 3)}b`]));
+        expect(args[image - 1]).toBe("--entrypoint=ray");
+        expect(args.slice(image + 1, image + 3)).toEqual(["start", "--block"]);
+        // 10.24 GiB, as the seeds' --shm-size 10.24g, in whole MiB (10486).
+        expect(args).toEqual(expect.arrayContaining(["--shm-size", `${10486 * 1024 ** 2}b`]));
         expect(args).toEqual(expect.arrayContaining(["--label", "vllm-fleet.stack=spark-duo", "--label", "vllm-fleet.role=ray-head"]));
     });
 
@@ -67,20 +68,23 @@ describe("docker run arguments", () => {
 });
 
 describe("Ray workers follow their head", () => {
-    const trio: PlannedNode[] = [...planned, { name: "spark3", fabric: { interface: "enp1s0f1np1", ip: "192.168.200.14", hcas: [] }, gpus: 1 }];
-    const label = (nodes: PlannedNode[], index: number) => rayContainerSpec(config, "spark-duo", nodes, index).labels[RAY_HEAD_SPEC_LABEL];
-
-    it("carry a digest of the head's spec, the same on every worker; the head carries none", () => {
-        expect(label(trio, 0)).toBeUndefined();
-        expect(label(trio, 1)).toMatch(/^[0-9a-f]{16}$/);
-        expect(label(trio, 2)).toBe(label(trio, 1));
+    it("carry the id of the head container they join; the head carries none", () => {
+        expect(rayContainerSpec(config, "spark-duo", planned, 0).labels[RAY_HEAD_LABEL]).toBeUndefined();
+        expect(rayContainerSpec(config, "spark-duo", planned, 1, "c0ffee").labels[RAY_HEAD_LABEL]).toBe("c0ffee");
     });
 
-    it("get a new spec (so are replaced) when the head's spec changes, and only then", () => {
-        const headWithTwoGpus = [{ ...trio[0], gpus: 2 }, trio[1], trio[2]];
-        expect(label(headWithTwoGpus, 1)).not.toBe(label(trio, 1));
-        const otherWorkerChanged = [trio[0], trio[1], { ...trio[2], gpus: 2 }];
-        expect(rayContainerSpec(config, "spark-duo", otherWorkerChanged, 1)).toEqual(rayContainerSpec(config, "spark-duo", trio, 1));
+    it("get a new spec (so are replaced) with a new head container, and cannot be planned without one", () => {
+        expect(rayContainerSpec(config, "spark-duo", planned, 1, "new")).not.toEqual(rayContainerSpec(config, "spark-duo", planned, 1, "old"));
+        expect(() => rayContainerSpec(config, "spark-duo", planned, 1)).toThrow(/needs the id of its head container/);
+    });
+});
+
+describe("Docker provider inputs", () => {
+    it("refuse what the provider cannot keep: a cleared entrypoint, a shm size of a fraction of a MiB", () => {
+        const spec = specs[2][1];
+        expect(() => toDockerContainerInputs({ ...spec, entrypoint: [] })).toThrow(/cleared entrypoint/);
+        expect(() => toDockerContainerInputs({ ...spec, entrypoint: [""] })).toThrow(/cleared entrypoint/);
+        expect(() => toDockerContainerInputs({ ...spec, shmSizeBytes: Math.round(10.24 * 1024 ** 3) })).toThrow(/whole MiB/);
     });
 });
 

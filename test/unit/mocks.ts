@@ -3,6 +3,7 @@
  * DGX Spark prints (test/fixtures), each node with its own fabric address.
  */
 import * as fs from "fs";
+import * as os from "os";
 import * as path from "path";
 import * as pulumi from "@pulumi/pulumi";
 import { vi } from "vitest";
@@ -15,6 +16,8 @@ export interface RecordedResource {
     readonly parent?: string;
     readonly dependencies: string[];
     readonly urn: string;
+    /** The URNs this resource is also known by (aliases), as the engine receives them. */
+    readonly aliases: string[];
 }
 
 const fixture = (name: string) => fs.readFileSync(path.join(__dirname, "..", "fixtures", name), "utf8");
@@ -80,6 +83,8 @@ export async function runProgram(
     probe: (node: string) => string,
     secrets: Record<string, string> = { sshPrivateKey: "-----BEGIN OPENSSH PRIVATE KEY-----\nmock\n-----END OPENSSH PRIVATE KEY-----" },
 ): Promise<MockRun> {
+    // The program writes each node's ssh files under the cache (components/ssh.ts): a private one here.
+    process.env.XDG_CACHE_HOME ??= fs.mkdtempSync(path.join(os.tmpdir(), "vllm-fleet-unit-cache-"));
     const resources: RecordedResource[] = [];
     const inputsByName = new Map<string, Record<string, any>>();
     vi.resetModules();
@@ -134,6 +139,7 @@ export async function runProgram(
                     parent: req.getParent() || undefined,
                     dependencies: req.getDependenciesList(),
                     urn: response.getUrn(),
+                    aliases: [...(req.getAliasurnsList?.() ?? []), ...(req.getAliasesList?.() ?? []).map((alias: any) => alias.getUrn?.() || JSON.stringify(alias.toObject()))],
                 });
             }
             callback(err, response);

@@ -1,6 +1,7 @@
 import { execFileSync } from "child_process";
 import * as fs from "fs";
 import { describe, expect, it } from "vitest";
+import { bashCommand } from "../../components/shell";
 import { runWithFakeDocker } from "./fakeDocker";
 import { MockRun, RecordedResource, runProgram, sparkProbeOutput, unsecret } from "./mocks";
 import { sparkDuo } from "./stacks";
@@ -18,9 +19,9 @@ const duo = {
 
 const COMMAND = "pulumi-nodejs:dynamic/remote:SshCommand";
 
-/** The docker calls of a resource's create command, run against a fake docker; it must succeed. */
-function dockerCalls(commandLine: string): string[][] {
-    const outcome = runWithFakeDocker(commandLine);
+/** The docker calls of a resource's create program, run against a fake docker; it must succeed. */
+function dockerCalls(program: string): string[][] {
+    const outcome = runWithFakeDocker(bashCommand(program));
     if (outcome.status !== 0) {
         throw new Error(`the command failed (${outcome.status}): ${outcome.stderr}`);
     }
@@ -36,10 +37,10 @@ function dockerRunArgs(run: MockRun, name: string): string[] {
     return call;
 }
 
-/** The bash program inside a `bash -c '<program>'` command line, read back by a shell, not run. */
-function programOf(commandLine: string): string {
-    expect(commandLine.startsWith("bash -c ")).toBe(true);
-    return execFileSync("sh", ["-c", `printf '%s' ${commandLine.slice("bash -c ".length)}`], { encoding: "utf8" });
+/** A command's program: the builtin runner keeps it as it is (remote.Command on standard input). */
+function programOf(program: string): string {
+    expect(program.startsWith("set -euo pipefail\n")).toBe(true);
+    return program;
 }
 
 function envOf(args: string[]): Record<string, string> {
@@ -84,13 +85,13 @@ describe("the program's graph (mocks)", async () => {
         });
     });
 
-    it("starts head and workers side by side, each join after its head, and vLLM only after the cluster is ready", () => {
+    it("starts each worker after its head's container, not after its join, and vLLM only after the cluster is ready", () => {
         const urn = (name: string) => run.byName(name).urn;
-        expect(run.byName("ray-spark2-ray-worker").dependencies).not.toContain(urn("ray-spark1-ray-head"));
+        // The worker's spec holds the head container's id: created after it, replaced with it.
+        expect(run.byName("ray-spark2-ray-worker").dependencies).toContain(urn("ray-spark1-ray-head"));
         expect(run.byName("ray-spark2-ray-worker").dependencies).not.toContain(urn("ray-spark1-ray-joined"));
-        expect(run.byName("ray-spark2-ray-joined").dependencies).toEqual(
-            expect.arrayContaining([urn("ray-spark2-ray-worker"), urn("ray-spark1-ray-head")]),
-        );
+        expect(dockerRunArgs(run, "ray-spark2-ray-worker")).toEqual(expect.arrayContaining(["--label", "vllm-fleet.ray-head=ray-spark1-ray-head"]));
+        expect(run.byName("ray-spark2-ray-joined").dependencies).toEqual(expect.arrayContaining([urn("ray-spark2-ray-worker")]));
         expect(run.byName("ray-ready").dependencies).toEqual(expect.arrayContaining([urn("ray-spark1-ray-joined"), urn("ray-spark2-ray-joined")]));
         expect(run.byName("vllm-serve").dependencies).toContain(urn("ray-ready"));
     });
@@ -134,13 +135,14 @@ describe("the program's graph (mocks)", async () => {
     it("runs the head and joins workers to the head's fabric address", () => {
         const head = dockerRunArgs(run, "ray-spark1-ray-head");
         const worker = dockerRunArgs(run, "ray-spark2-ray-worker");
-        expect(head.slice(head.indexOf("ray"))).toEqual([
-            "ray", "start", "--block", "--head", "--port", "6379", "--include-dashboard=false",
+        // The image's entrypoint is replaced by `ray` itself (a cleared one would not survive the Docker provider).
+        expect(head.slice(head.indexOf("--entrypoint=ray"))).toEqual([
+            "--entrypoint=ray", "hellohal2064/vllm-qwen3.5-gb10:latest", "start", "--block", "--head", "--port", "6379", "--include-dashboard=false",
             "--node-ip-address", "192.168.200.12", "--num-gpus", "1", "--disable-usage-stats",
         ]);
         expect(worker).toEqual(expect.arrayContaining(["--address", "192.168.200.12:6379"]));
         for (const args of [head, worker]) {
-            expect(args).toEqual(expect.arrayContaining(["--entrypoint=", "--network", "host", "--ipc", "host", "--gpus", "all"]));
+            expect(args).toEqual(expect.arrayContaining(["--entrypoint=ray", "--network", "host", "--ipc", "host", "--gpus", "all"]));
             expect(args).toEqual(expect.arrayContaining(["--ulimit", "memlock=-1:-1", "--ulimit", "stack=67108864:67108864"]));
             expect(args).toEqual(expect.arrayContaining(["--volume", "/home/aurora/models/Qwen3.5-122B-A10B-FP8:/models/Qwen3.5-122B-A10B-FP8:ro"]));
         }
@@ -260,7 +262,7 @@ describe("the mp executor (vLLM's native multi-node)", async () => {
     it("runs rank 0 and headless ranks that rendezvous on node 0's fabric address", () => {
         const rank0 = dockerRunArgs(run, "vllm-spark1-rank0");
         const rank1 = dockerRunArgs(run, "vllm-spark2-rank1");
-        const tail = (args: string[]) => args.slice(args.indexOf("vllm"));
+        const tail = (args: string[]) => args.slice(args.indexOf("--entrypoint=vllm"));
         expect(tail(rank0)).toEqual(expect.arrayContaining(["--distributed-executor-backend", "mp", "--nnodes", "2", "--node-rank", "0", "--master-addr", "192.168.200.12", "--master-port", "29501"]));
         expect(tail(rank0)).not.toContain("--headless");
         expect(tail(rank1)).toEqual(expect.arrayContaining(["--node-rank", "1", "--master-addr", "192.168.200.12", "--headless"]));
@@ -270,10 +272,12 @@ describe("the mp executor (vLLM's native multi-node)", async () => {
         expect(tail(rank0).join(" ")).not.toContain("sk-test-key");
     });
 
-    it("removes the other executor's container first, which would hold the GPU", () => {
-        const calls = dockerCalls(unsecret(run.byName("vllm-spark2-rank1").inputs.create));
-        const removals = calls.filter((args) => args[0] === "rm").map((args) => args[args.length - 1]);
-        expect(removals).toEqual(["vllm-fleet-vllm", "vllm-fleet-ray"]);
+    it("is the same resource as the Ray container of its node, so switching executor replaces it (the old one removed first)", () => {
+        // The engine resolves an alias spec (name, parent) with the resource's own type.
+        const aliasOf = (name: string) => run.byName(name).aliases.map((alias) => JSON.parse(alias).spec);
+        const rayCluster = "urn:pulumi:unit::vllm-fleet::vllm-fleet:ray:RayCluster::ray";
+        expect(aliasOf("vllm-spark1-rank0")).toEqual([expect.objectContaining({ name: "ray-spark1-ray-head", parenturn: rayCluster })]);
+        expect(aliasOf("vllm-spark2-rank1")).toEqual([expect.objectContaining({ name: "ray-spark2-ray-worker", parenturn: rayCluster })]);
     });
 
     it("watches a headless rank for two seconds after its start (nothing else on its node does)", () => {
@@ -290,7 +294,7 @@ describe("image delivery", () => {
         const run = await runProgram({ ...duo, image: { name: "vllm:test", source: "copy" } }, probe);
         expect(run.resources.some((r) => r.name === "spark1-image")).toBe(false);
         const copy = run.byName("spark2-image");
-        expect(copy.inputs.source).toMatchObject({ node: "spark1", host: "10.1.230.180", command: `bash -c 'docker save '\\''vllm:test'\\'''` });
+        expect(copy.inputs.source).toMatchObject({ node: "spark1", host: "10.1.230.180", program: "docker save 'vllm:test'" });
         expect(run.byName("spark2-probe").dependencies).toContain(copy.urn);
         // The target reads nothing when it already has node 1's image id.
         const calls = dockerCalls(copy.inputs.create);

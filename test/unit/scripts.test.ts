@@ -64,7 +64,6 @@ describe("container-run.sh: started means up, for as long as asked", () => {
     const vars = (watch: number) => ({
         NAME: "vllm-fleet-vllm",
         RUN_ARGS: ["run", "--detach", "--name", "vllm-fleet-vllm", "image"],
-        REMOVE_FIRST: [],
         WATCH_SECONDS: watch,
     });
 

@@ -1,0 +1,113 @@
+/**
+ * How every path reaches a node over SSH, from one place: remote.Command (its own Go client), the
+ * builtin runner and the image pipe (the system `ssh`), and the Docker provider (`ssh://`, which runs
+ * the system `ssh` too). They all use the same key and treat host keys alike: a node's pinned
+ * `hostKey` is checked, strictly, by every one of them; without a pinned key none checks, which is
+ * what remote.Command does (a `pulumi preview` warns about it).
+ */
+import * as crypto from "crypto";
+import * as fs from "fs";
+import * as os from "os";
+import * as path from "path";
+import * as pulumi from "@pulumi/pulumi";
+
+/** An SSH endpoint of one node. */
+export interface SshConnection {
+    /** The node's name in the stack, used in error messages. */
+    readonly node: string;
+    readonly host: string;
+    readonly port: number;
+    readonly user: string;
+    readonly privateKey: pulumi.Input<string>;
+    /** A public key line (`ssh-ed25519 AAAA...`); when given the host key is checked against it. */
+    readonly hostKey?: string;
+    /** Seconds to wait for the TCP connection before failing. */
+    readonly connectTimeoutSeconds: number;
+}
+
+/** The parts of a connection the system ssh client's options depend on. */
+export interface SshTarget {
+    readonly host: string;
+    readonly port: number;
+    readonly hostKey?: string;
+    readonly connectTimeoutSeconds: number;
+}
+
+/** The line of a known_hosts file that pins `target`'s host key. */
+export function knownHostsLine(target: Pick<SshTarget, "host" | "port" | "hostKey">): string {
+    const hostField = target.port === 22 ? target.host : `[${target.host}]:${target.port}`;
+    return `${hostField} ${target.hostKey}\n`;
+}
+
+/**
+ * Options of the system ssh client for `target` (all but the port, which the Docker provider takes in
+ * its `ssh://` URL): the key file, no prompts, bounded connect time, and the host key checked
+ * against `knownHostsFile` when the node pins one.
+ */
+export function sshClientOptions(target: SshTarget, keyFile: string, knownHostsFile: string): string[] {
+    return [
+        "-i", keyFile,
+        "-o", "IdentitiesOnly=yes",
+        "-o", "BatchMode=yes",
+        "-o", `ConnectTimeout=${target.connectTimeoutSeconds}`,
+        "-o", "ConnectionAttempts=2",
+        "-o", "ServerAliveInterval=15",
+        "-o", "ServerAliveCountMax=8",
+        "-o", `StrictHostKeyChecking=${target.hostKey ? "yes" : "no"}`,
+        "-o", `UserKnownHostsFile=${target.hostKey ? knownHostsFile : "/dev/null"}`,
+        "-o", "LogLevel=ERROR",
+    ];
+}
+
+/** The full argument list of `ssh` running `remote` on `target`. */
+export function sshArgs(target: SshTarget & { readonly user: string }, keyFile: string, knownHostsFile: string, remote: string): string[] {
+    return [...sshClientOptions(target, keyFile, knownHostsFile), "-p", String(target.port), `${target.user}@${target.host}`, "--", remote];
+}
+
+/** Files the system ssh client of the operator's machine reads for one node. */
+export interface SshFiles {
+    readonly keyFile: string;
+    readonly knownHostsFile: string;
+}
+
+/**
+ * Where the key and the pinned host key of a node live on the operator's machine for the clients
+ * that need files (the Docker provider, the image pipe): `~/.cache/vllm-fleet/ssh/<stack>/`, mode
+ * 0700, one pair per node. The paths are the same on every run (the Docker provider keeps them in
+ * its state and `pulumi destroy`, which does not run the program, uses them); the files are written
+ * anew by every run of the program. A key given as a file (`ssh.privateKeyPath`) is used where it is.
+ */
+export function sshFilesDir(stack: string): string {
+    const base = process.env.XDG_CACHE_HOME || path.join(os.homedir(), ".cache");
+    return path.join(base, "vllm-fleet", "ssh", stack);
+}
+
+/** Writes `text` to `file` with mode 0600, unless it already holds exactly that. */
+function writePrivate(file: string, text: string): void {
+    fs.mkdirSync(path.dirname(file), { recursive: true, mode: 0o700 });
+    if (fs.existsSync(file) && fs.readFileSync(file, "utf8") === text) {
+        return;
+    }
+    const temporary = `${file}.${crypto.randomBytes(4).toString("hex")}`;
+    fs.writeFileSync(temporary, text, { mode: 0o600 });
+    fs.renameSync(temporary, file);
+}
+
+/**
+ * The ssh files of `connection` on the operator's machine, written when the returned Output
+ * resolves (so a resource that takes it waits for them). Not secret: it holds paths only.
+ */
+export function materializeSshFiles(stack: string, connection: SshConnection, privateKeyPath?: string): pulumi.Output<SshFiles> {
+    const dir = sshFilesDir(stack);
+    const knownHostsFile = path.join(dir, `${connection.node}.known_hosts`);
+    const files = pulumi.output(connection.privateKey).apply((key) => {
+        writePrivate(knownHostsFile, connection.hostKey ? knownHostsLine(connection) : "");
+        if (privateKeyPath) {
+            return { keyFile: privateKeyPath, knownHostsFile };
+        }
+        const keyFile = path.join(dir, `${connection.node}.key`);
+        writePrivate(keyFile, key.endsWith("\n") ? key : `${key}\n`);
+        return { keyFile, knownHostsFile };
+    });
+    return pulumi.unsecret(files);
+}

@@ -1,0 +1,163 @@
+/**
+ * The inputs the program sends, compared with what each provider keeps and compares them against on
+ * the next `pulumi up`: a difference there replaces a container (a model reload on real Sparks) on
+ * every `up`. The Docker provider's side is modelled on its source (dockerProviderModel.ts).
+ */
+import * as fs from "fs";
+import { describe, expect, it } from "vitest";
+import { programsOnStdin, runFromStdin } from "../../components/shell";
+import { ContainerInputs, dockerProviderState, fieldsThatWouldReplace } from "./dockerProviderModel";
+import { MockRun, runProgram, sparkProbeOutput, unsecret } from "./mocks";
+import { sparkDuo } from "./stacks";
+
+const fabricIps: Record<string, string> = { spark1: "192.168.200.12", spark2: "192.168.200.13" };
+const probe = (node: string) => sparkProbeOutput(fabricIps[node], node === "spark1" ? "10.1.230.180" : "10.1.230.181");
+const HOST_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl";
+const users = {
+    ...sparkDuo,
+    nodes: [
+        { name: "spark1", host: "10.1.230.180", hostKey: HOST_KEY },
+        { name: "spark2", host: "10.1.230.181", port: 2222, hostKey: HOST_KEY },
+    ],
+    containerDriver: "docker",
+    commandRunner: "pulumi-command",
+};
+/** What a vLLM image brings (vllm/vllm-openai: ENTRYPOINT ["vllm", "serve"]). */
+const VLLM_IMAGE = { entrypoint: ["vllm", "serve"], cmd: [] };
+const CONTAINER = "docker:index/container:Container";
+
+/** A provider's config arrives as JSON text or as a list, depending on the SDK's path. */
+function sshOptsOf(provider: Record<string, any>): string[] {
+    return Array.isArray(provider.sshOpts) ? provider.sshOpts : JSON.parse(provider.sshOpts);
+}
+
+function containers(run: MockRun): [string, ContainerInputs][] {
+    return run.resources.filter((r) => r.type === CONTAINER).map((r) => [r.name, unsecret(r.inputs) as ContainerInputs]);
+}
+
+describe.each(["ray", "mp"])("the Docker provider keeps what the program sends (executor %s)", async (executor) => {
+    const run = await runProgram({ ...users, executor }, probe);
+
+    it("registers a docker.Container per node", () => {
+        expect(containers(run)).toHaveLength(2);
+    });
+
+    it.each(containers(run))("%s: no field differs from what the provider stores, so no up replaces it", (_name, inputs) => {
+        expect(fieldsThatWouldReplace(inputs, dockerProviderState(inputs, VLLM_IMAGE))).toEqual([]);
+    });
+
+    it.each(containers(run))("%s: the image's entrypoint is replaced by the program, never kept or cleared", (_name, inputs) => {
+        expect(inputs.entrypoints).toEqual([executor === "ray" ? "ray" : "vllm"]);
+        expect(inputs.command![0]).toBe(executor === "ray" ? "start" : "serve");
+        expect(Number.isInteger(inputs.shmSize)).toBe(true);
+    });
+});
+
+describe("the model of the Docker provider", () => {
+    const base: ContainerInputs = { name: "c", image: "i", command: ["ray", "start"], networkMode: "host", ipcMode: "host", restart: "no" };
+
+    it("flags the cleared entrypoint the program used to send ([\"\"] is stored as none)", () => {
+        expect(fieldsThatWouldReplace({ ...base, entrypoints: [""] }, dockerProviderState({ ...base, entrypoints: [""] }, VLLM_IMAGE))).toEqual(["entrypoints"]);
+    });
+
+    it("flags a shm size that is not whole MiB (10.24 GiB is 10485.76 MiB)", () => {
+        const inputs = { ...base, entrypoints: ["ray"], shmSize: (10.24 * 1024 ** 3) / 1024 ** 2 };
+        expect(fieldsThatWouldReplace(inputs, dockerProviderState(inputs, VLLM_IMAGE))).toEqual(["shmSize"]);
+    });
+
+    it("flags a container that names no command on an image with a CMD (the image's is stored)", () => {
+        const inputs = { ...base, command: [] as string[] };
+        expect(fieldsThatWouldReplace(inputs, dockerProviderState(inputs, { entrypoint: ["vllm", "serve"], cmd: ["--help"] }))).toEqual(["command"]);
+    });
+});
+
+describe("remote.Command keeps what the program sends", async () => {
+    const first = await runProgram(users, probe);
+    const second = await runProgram(users, probe);
+    const commands = first.resources.filter((r) => r.type === "command:remote:Command");
+
+    it("gets the same inputs on every run, so a second up changes nothing", () => {
+        const inputsOf = (run: MockRun) => Object.fromEntries(run.resources.map((r) => [r.name, unsecret(r.inputs)]));
+        expect(inputsOf(second)).toEqual(inputsOf(first));
+    });
+
+    it("runs short command lines; the programs travel on standard input", () => {
+        expect(commands.length).toBeGreaterThan(4);
+        for (const resource of commands) {
+            const inputs = unsecret(resource.inputs);
+            expect(inputs.create).toBe(runFromStdin("create"));
+            expect(inputs.update).toBe(runFromStdin("update"));
+            expect(unsecret(inputs.stdin)).toMatch(/^FLEET_CREATE='/);
+        }
+        const serve = unsecret(first.byName("vllm-serve").inputs);
+        expect(serve.delete).toBe(runFromStdin("delete"));
+        expect(unsecret(serve.stdin)).toMatch(/FLEET_DELETE=.*pkill -f "vllm serve"/s);
+    });
+
+    it("keeps the probes' hundred lines off the screen, and nothing else", () => {
+        const quiet = commands.filter((r) => unsecret(r.inputs).logging === "none").map((r) => r.name);
+        expect(quiet.sort()).toEqual(["spark1-probe", "spark2-probe"]);
+    });
+
+    it("checks each node's pinned host key with the same key as the Docker provider", () => {
+        const probeInputs = { connection: unsecret(unsecret(first.byName("spark2-probe").inputs).connection) };
+        expect(probeInputs.connection.hostKey).toBe(HOST_KEY);
+        expect(probeInputs.connection.port).toBe(2222);
+    });
+});
+
+describe("the Docker provider reaches a node like every other path", async () => {
+    const run = await runProgram(users, probe);
+    const provider = unsecret(run.byName("spark2-docker").inputs);
+    const options = sshOptsOf(provider);
+    const option = (name: string) => options[options.indexOf(name) + 1];
+    const known = /UserKnownHostsFile=(.*)/.exec(options.find((o) => o.startsWith("UserKnownHostsFile=")) ?? "")?.[1] ?? "";
+
+    it("uses the stack's key, written to a private file, not ~/.ssh", () => {
+        const keyFile = option("-i");
+        expect(fs.readFileSync(keyFile, "utf8")).toContain("mock");
+        expect(fs.statSync(keyFile).mode & 0o777).toBe(0o600);
+        expect(options).toContain("IdentitiesOnly=yes");
+    });
+
+    it("checks the pinned host key strictly, from a known_hosts file of its own", () => {
+        expect(options).toContain("StrictHostKeyChecking=yes");
+        expect(fs.readFileSync(known, "utf8")).toBe(`[10.1.230.181]:2222 ${HOST_KEY}\n`);
+        expect(provider.host).toBe("ssh://aurora@10.1.230.181:2222");
+    });
+
+    it("skips the check, like remote.Command, where no host key is pinned", async () => {
+        const open = await runProgram({ ...users, nodes: sparkDuo.nodes }, probe);
+        const openOptions = sshOptsOf(unsecret(open.byName("spark1-docker").inputs));
+        expect(openOptions).toEqual(expect.arrayContaining(["StrictHostKeyChecking=no", "UserKnownHostsFile=/dev/null"]));
+    });
+});
+
+describe("the image pipe (image.source copy) reaches both nodes like every other path", async () => {
+    const run = await runProgram({ ...users, image: { ...users.image, source: "copy" } }, probe);
+    const pipe = unsecret(run.byName("spark2-image").inputs).create as string;
+
+    it("checks host keys with the same files as the Docker provider", () => {
+        expect(pipe).not.toContain("StrictHostKeyChecking=no");
+        expect(pipe.match(/StrictHostKeyChecking=yes/g)).toHaveLength(2);
+        expect(pipe).toContain("spark1.known_hosts");
+        expect(pipe).toContain("spark2.known_hosts");
+    });
+});
+
+describe("programsOnStdin", () => {
+    it("gives update the create program when it has none, and reads back through a shell", async () => {
+        const { execFileSync } = await import("child_process");
+        const document = programsOnStdin({ create: "echo 'it''s'", delete: "echo gone" });
+        const read = (name: string) => execFileSync("bash", ["-c", `eval "$(cat)"; printf '%s' "$${name}"`], { input: document, encoding: "utf8" });
+        expect(read("FLEET_CREATE")).toBe("echo 'it''s'");
+        expect(read("FLEET_UPDATE")).toBe("echo 'it''s'");
+        expect(read("FLEET_DELETE")).toBe("echo gone");
+    });
+
+    it("runs the chosen program with standard input already consumed", async () => {
+        const { execFileSync } = await import("child_process");
+        const document = programsOnStdin({ create: "read -r line || echo stdin-empty" });
+        expect(execFileSync("sh", ["-c", runFromStdin("create")], { input: document, encoding: "utf8" })).toBe("stdin-empty\n");
+    });
+});
