@@ -110,6 +110,20 @@ describe.each([
         expect(models.data[0]).toMatchObject({ id: "tiny-moe", max_model_len: 2048 });
     });
 
+    it("replaces the workers after a replaced head, which they then join (no worker tied to the old cluster)", async () => {
+        const before = containerIds(cluster);
+        const headUrn = (await stack.exportStack()).deployment.resources.find((r: { urn: string }) => r.urn.endsWith("::ray-spark1-ray-head")).urn;
+        const up = await timed(`${nodes}-head-replaced`, () => stack.up({ replace: [headUrn] }));
+        expect(up.summary.result).toBe("succeeded");
+        const after = containerIds(cluster);
+        after.forEach((id, index) => expect(id).not.toBe(before[index]));
+        expect(rayNodeIps(cluster)).toEqual(cluster.nodes.map((node) => node.fabricIp).sort());
+        const text = (await complete(up.outputs.endpoint.value, "tiny-moe")).choices[0].text;
+        for (const node of cluster.nodes) {
+            expect(text).toContain(node.fabricIp);
+        }
+    });
+
     it.runIf(nodes === 2)("fails within a minute on a dead host, naming it", async () => {
         // An address on the cluster's own (internal) management network where no node answers.
         const deadHost = cluster.nodes[0].sshHost.replace(/\.\d+$/, ".99");
