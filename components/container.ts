@@ -90,6 +90,7 @@ export function realizeContainer(
                 ulimits: inputs.ulimits,
                 gpus: inputs.apply((i) => i.gpus ?? ""),
                 restart: inputs.restart,
+                maxRetryCount: inputs.maxRetryCount,
                 labels: inputs.labels,
                 mustRun: inputs.mustRun,
                 wait: inputs.wait,

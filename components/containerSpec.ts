@@ -39,6 +39,8 @@ export interface ContainerSpec {
     /** `all` requests every GPU (`--gpus all`). */
     readonly gpus?: "all";
     readonly restart: "no" | "on-failure" | "unless-stopped" | "always";
+    /** With `on-failure`: how many times Docker restarts the container (its delay doubles each time). */
+    readonly restartRetries?: number;
     readonly labels: Readonly<Record<string, string>>;
 }
 
@@ -75,7 +77,7 @@ export function toDockerRunArgs(spec: ContainerSpec): string[] {
     for (const [key, value] of sortedEntries(spec.labels)) {
         args.push("--label", `${key}=${value}`);
     }
-    args.push("--restart", spec.restart);
+    args.push("--restart", spec.restart === "on-failure" && spec.restartRetries !== undefined ? `on-failure:${spec.restartRetries}` : spec.restart);
     if (spec.entrypoint !== undefined) {
         // `--entrypoint` takes one word; the rest of a longer entrypoint goes before the command.
         args.push(`--entrypoint=${spec.entrypoint[0] ?? ""}`);
@@ -110,6 +112,7 @@ export function specFromDockerRunArgs(args: readonly string[]): ContainerSpec {
     let shmSizeBytes: number | undefined;
     let gpus: "all" | undefined;
     let restart: ContainerSpec["restart"] = "no";
+    let restartRetries: number | undefined;
     let entrypointHead: string | undefined;
     let index = 1;
     const value = () => {
@@ -161,9 +164,12 @@ export function specFromDockerRunArgs(args: readonly string[]): ContainerSpec {
                 labels[pair.slice(0, pair.indexOf("="))] = pair.slice(pair.indexOf("=") + 1);
                 break;
             }
-            case "--restart":
-                restart = value() as ContainerSpec["restart"];
+            case "--restart": {
+                const [policy, retries] = value().split(":");
+                restart = policy as ContainerSpec["restart"];
+                restartRetries = retries === undefined ? undefined : Number(retries);
                 break;
+            }
             default:
                 throw new Error(`unexpected docker run flag ${arg}`);
         }
@@ -173,7 +179,22 @@ export function specFromDockerRunArgs(args: readonly string[]): ContainerSpec {
     // The words of a multi-word entrypoint cannot be told from the command here; the specs this
     // project writes have entrypoints of at most one word.
     const entrypoint = entrypointHead === undefined ? undefined : entrypointHead === "" ? [] : [entrypointHead];
-    return { name, image, entrypoint, command: rest, env, mounts, networkHost, ipcHost, shmSizeBytes, ulimits, gpus, restart, labels };
+    return {
+        name,
+        image,
+        entrypoint,
+        command: rest,
+        env,
+        mounts,
+        networkHost,
+        ipcHost,
+        shmSizeBytes,
+        ulimits,
+        gpus,
+        restart,
+        ...(restartRetries === undefined ? {} : { restartRetries }),
+        labels,
+    };
 }
 
 /**
@@ -193,6 +214,7 @@ export interface DockerContainerInputs {
     readonly ulimits: { name: string; soft: number; hard: number }[];
     readonly gpus?: string;
     readonly restart: string;
+    readonly maxRetryCount?: number;
     readonly labels: { label: string; value: string }[];
     readonly mustRun: boolean;
     readonly wait: boolean;
@@ -220,6 +242,7 @@ export function toDockerContainerInputs(spec: ContainerSpec): DockerContainerInp
         ulimits: spec.ulimits.map((ulimit) => ({ ...ulimit })),
         gpus: spec.gpus,
         restart: spec.restart,
+        maxRetryCount: spec.restart === "on-failure" ? spec.restartRetries : undefined,
         labels: sortedEntries(spec.labels).map(([label, value]) => ({ label, value })),
         mustRun: true,
         wait: false,
@@ -249,6 +272,7 @@ export function specFromDockerContainerInputs(inputs: DockerContainerInputs): Co
         ulimits: inputs.ulimits,
         gpus: inputs.gpus === "all" ? "all" : undefined,
         restart: inputs.restart as ContainerSpec["restart"],
+        ...(inputs.maxRetryCount === undefined ? {} : { restartRetries: inputs.maxRetryCount }),
         labels,
     };
 }

@@ -44,8 +44,6 @@ export interface HostCommandArgs {
     readonly delete?: pulumi.Input<string>;
     /** Any change here replaces the command (delete, then create). */
     readonly triggers?: pulumi.Input<unknown[]>;
-    /** What the command prints goes to the state only, not to the screen (the probe's hundred lines). */
-    readonly quiet?: boolean;
 }
 
 /** What the components read from a command. */
@@ -84,7 +82,6 @@ export function hostCommand(
                 triggers: args.triggers,
                 addPreviousOutputInEnv: false,
                 interpreter: ["/bin/bash", "-c"],
-                logging: args.quiet ? "none" : undefined,
             },
             options,
         );
@@ -113,7 +110,6 @@ export function hostCommand(
                 delete: args.delete === undefined ? undefined : runFromStdin("delete"),
                 triggers: args.triggers,
                 addPreviousOutputInEnv: false,
-                logging: args.quiet ? "none" : undefined,
             },
             options,
         );

@@ -14,6 +14,8 @@ export interface RayClusterArgs {
     readonly nodes: readonly SparkNode[];
     /** The nodes as planned (after preflight), see planFleet. */
     readonly planned: pulumi.Output<PlannedNode[]>;
+    /** Each node's container revision, by node name (infra/observe.ts: a dead container gets a new one). */
+    readonly revisions: Readonly<Record<string, string>>;
 }
 
 /**
@@ -46,8 +48,10 @@ export class RayCluster extends pulumi.ComponentResource {
         nodes.forEach((node, index) => {
             const spec =
                 index === 0
-                    ? planned.apply((list) => rayContainerSpec(config, args.stack, list, 0))
-                    : pulumi.all([planned, headContainerId!]).apply(([list, headId]) => rayContainerSpec(config, args.stack, list, index, headId));
+                    ? planned.apply((list) => rayContainerSpec(config, args.stack, list, 0, args.revisions[node.nodeName]))
+                    : pulumi
+                          .all([planned, headContainerId!])
+                          .apply(([list, headId]) => rayContainerSpec(config, args.stack, list, index, args.revisions[node.nodeName], headId));
             // A worker's spec holds its head's container id: it is created after the head's
             // `docker run` and replaced whenever the head is (see rayContainerSpec); its `ray start`
             // retries the head while that boots, so the two still boot side by side.

@@ -1,7 +1,8 @@
 import * as pulumi from "@pulumi/pulumi";
 import * as docker from "@pulumi/docker";
 import { FleetConfig, FleetNode } from "../infra/config";
-import { FabricFacts, ModelDirFacts, NodeFacts, findFabric, parseProbeOutput, preflight } from "../infra/facts";
+import { FabricFacts, ModelDirFacts, NodeFacts, findFabric, preflight } from "../infra/facts";
+import { NodeObservation } from "../infra/observe";
 import { describeFitPlan, fitNodeFromFacts, kvCacheDtypeFromArgs, parseModelConfig, planFit, safetensorsWeightBytes } from "../infra/fit";
 import { PlannedNode, gpusNeeded } from "../infra/plan";
 import { CommandRunner, hostCommand } from "./hostCommand";
@@ -19,10 +20,10 @@ export interface SparkNodeArgs {
     readonly connectTimeoutSeconds: number;
     readonly runner: CommandRunner;
     readonly containerDriver: "docker" | "ssh";
-    /** The image whose id the probe reports. */
+    /** The image to deliver (image.source pull or copy). */
     readonly image: string;
-    /** The model directory the probe inspects. */
-    readonly modelPath: string;
+    /** What this run's read of the node found (facts and live state). */
+    readonly observed: NodeObservation;
     /** The fabric subnet: the node's interface with an address in it is its fabric interface. */
     readonly fabricSubnet: string;
     /**
@@ -32,16 +33,21 @@ export interface SparkNodeArgs {
     readonly imageFrom?: "pull" | { readonly node: SparkNode; readonly imageId: pulumi.Output<string> };
 }
 
+/** The image id a delivery step reports (`image-pulled|image-present|image-copied <image> <id>`). */
+export function deliveredImageId(stdout: string): string | undefined {
+    return /^image-(?:pulled|present|copied) \S+ (\S+)/m.exec(stdout)?.[1];
+}
+
 /**
- * One host of the fleet: how to reach it and what it is. The probe runs once when the node is
- * added (and again when the image or model path changes); it only reads.
+ * One host of the fleet: how to reach it and what it is. Its facts come from the read at the start
+ * of every run (components/observer.ts), never from an earlier one.
  */
 export class SparkNode extends pulumi.ComponentResource {
     /** The node's name in the stack. */
     public readonly nodeName: string;
     /** How commands reach this node. */
     public readonly connection: SshConnection;
-    /** Everything the probe found: GPUs, driver/CUDA, memory, interfaces, HCAs, Docker, image, model. */
+    /** What the read found: GPUs, driver/CUDA, memory, interfaces, HCAs, Docker, image, model. */
     public readonly facts: pulumi.Output<NodeFacts>;
     /** The fabric interface, its address and the RoCE devices (from the probe, never guessed). */
     public readonly fabric: pulumi.Output<FabricFacts>;
@@ -64,20 +70,11 @@ export class SparkNode extends pulumi.ComponentResource {
         };
         this.sshFiles = materializeSshFiles(args.stack, this.connection, args.privateKeyPath);
         const image = this.deliverImage(name, args);
-        const probe = hostCommand(
-            args.runner,
-            `${name}-probe`,
-            {
-                connection: this.connection,
-                create: scriptProgram(["model-list", "probe"], { IMAGE: args.image, MODEL_PATH: args.modelPath }),
-                // A hundred lines per node: they belong in the facts, not on the screen.
-                quiet: true,
-                // What the probe saw is stale once the image was delivered anew.
-                triggers: image ? [image.stdout] : undefined,
-            },
-            { parent: this, dependsOn: image ? [image.resource] : [] },
-        );
-        this.facts = probe.stdout.apply(parseProbeOutput);
+        // Read at the start of this run (components/observer.ts); a delivered image is what the
+        // delivery step reports, since it arrives after that read.
+        this.facts = image
+            ? image.stdout.apply((stdout) => ({ ...args.observed.facts, imageId: deliveredImageId(stdout) ?? args.observed.facts.imageId }))
+            : pulumi.output(args.observed.facts);
         this.fabric = this.facts.apply((facts) => findFabric(args.node.name, facts, args.fabricSubnet));
         if (args.containerDriver === "docker") {
             // The same key and host-key rules as every other path to the node (ssh.ts).

@@ -93,21 +93,23 @@ function writePrivate(file: string, text: string): void {
     fs.renameSync(temporary, file);
 }
 
+/** Writes the ssh files of `connection` (with its key in plain text) and returns their paths. */
+export function writeSshFiles(stack: string, connection: Omit<SshConnection, "privateKey">, privateKey: string, privateKeyPath?: string): SshFiles {
+    const dir = sshFilesDir(stack);
+    const knownHostsFile = path.join(dir, `${connection.node}.known_hosts`);
+    writePrivate(knownHostsFile, connection.hostKey ? knownHostsLine(connection) : "");
+    if (privateKeyPath) {
+        return { keyFile: privateKeyPath, knownHostsFile };
+    }
+    const keyFile = path.join(dir, `${connection.node}.key`);
+    writePrivate(keyFile, privateKey.endsWith("\n") ? privateKey : `${privateKey}\n`);
+    return { keyFile, knownHostsFile };
+}
+
 /**
  * The ssh files of `connection` on the operator's machine, written when the returned Output
  * resolves (so a resource that takes it waits for them). Not secret: it holds paths only.
  */
 export function materializeSshFiles(stack: string, connection: SshConnection, privateKeyPath?: string): pulumi.Output<SshFiles> {
-    const dir = sshFilesDir(stack);
-    const knownHostsFile = path.join(dir, `${connection.node}.known_hosts`);
-    const files = pulumi.output(connection.privateKey).apply((key) => {
-        writePrivate(knownHostsFile, connection.hostKey ? knownHostsLine(connection) : "");
-        if (privateKeyPath) {
-            return { keyFile: privateKeyPath, knownHostsFile };
-        }
-        const keyFile = path.join(dir, `${connection.node}.key`);
-        writePrivate(keyFile, key.endsWith("\n") ? key : `${key}\n`);
-        return { keyFile, knownHostsFile };
-    });
-    return pulumi.unsecret(files);
+    return pulumi.unsecret(pulumi.output(connection.privateKey).apply((key) => writeSshFiles(stack, connection, key, privateKeyPath)));
 }

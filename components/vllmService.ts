@@ -1,5 +1,6 @@
 import * as pulumi from "@pulumi/pulumi";
 import { FleetConfig } from "../infra/config";
+import { Reconciliation } from "../infra/observe";
 import { PlannedNode, RAY_CONTAINER, VLLM_CONTAINER, mpRankSpec, vllmServeArgs } from "../infra/plan";
 import { realizeContainer, servingContainerAliases, servingContainerName } from "./container";
 import { hostCommand } from "./hostCommand";
@@ -19,6 +20,8 @@ export interface VllmServiceArgs {
     readonly ray?: RayCluster;
     /** vLLM's API key (a secret); none: the endpoint is open. */
     readonly apiKey?: pulumi.Input<string>;
+    /** What this run's read of the hosts decided (infra/observe.ts). */
+    readonly reconciliation: Pick<Reconciliation, "revisions" | "serveToken">;
 }
 
 /** Where `vllm serve` writes its log inside the Ray head container. */
@@ -69,6 +72,9 @@ export class VllmService extends pulumi.ComponentResource {
                         SERVE_ARGS: vllmServeArgs(config),
                         API_KEY: key,
                         LOG_FILE: RAY_SERVE_LOG,
+                        // A new token (vllm serve found dead, or the endpoint not answering) changes
+                        // this program, so the next up starts vllm serve again (infra/observe.ts).
+                        TOKEN: args.reconciliation.serveToken,
                     }),
                     waitProgram,
                 ].join("\n"),
@@ -92,7 +98,7 @@ export class VllmService extends pulumi.ComponentResource {
             const containers: pulumi.Resource[] = [];
             args.nodes.forEach((node, index) => {
                 const spec = pulumi.all([args.planned, apiKey]).apply(([planned, key]) => {
-                    const rank = mpRankSpec(config, args.stack, planned, index);
+                    const rank = mpRankSpec(config, args.stack, planned, index, args.reconciliation.revisions[node.nodeName]);
                     return key ? { ...rank, env: { ...rank.env, VLLM_API_KEY: key } } : rank;
                 });
                 const container = realizeContainer(

@@ -27,6 +27,7 @@ export const CONFIG_KEYS = [
     "ray",
     "container",
     "timeouts",
+    "supervision",
 ] as const;
 export type ConfigKey = (typeof CONFIG_KEYS)[number];
 
@@ -216,6 +217,29 @@ const timeoutsSchema = z
     })
     .default({ sshConnectSeconds: 20, rayReadySeconds: 300, vllmReadySeconds: 1800 });
 
+const SUPERVISION_DEFAULTS = {
+    restartRetries: 10,
+    watchdog: true,
+    probeIntervalSeconds: 10,
+    failuresBeforeRestart: 3,
+    maxRestarts: 3,
+    restartWindowSeconds: 6 * 3600,
+};
+
+const supervisionSchema = z
+    .strictObject({
+        /** Docker restarts a serving container that exits with an error this many times (with Docker's doubling delay). */
+        restartRetries: z.number().int().min(0).max(1000).default(SUPERVISION_DEFAULTS.restartRetries),
+        /** The watchdog on the first node: probes a completion, restarts vLLM when it stops answering. */
+        watchdog: z.boolean().default(SUPERVISION_DEFAULTS.watchdog),
+        probeIntervalSeconds: z.number().min(1).max(3600).default(SUPERVISION_DEFAULTS.probeIntervalSeconds),
+        failuresBeforeRestart: z.number().int().min(1).max(100).default(SUPERVISION_DEFAULTS.failuresBeforeRestart),
+        /** At most this many watchdog restarts within restartWindowSeconds; then it only reports. */
+        maxRestarts: z.number().int().min(0).max(100).default(SUPERVISION_DEFAULTS.maxRestarts),
+        restartWindowSeconds: z.number().int().min(60).max(7 * 86400).default(SUPERVISION_DEFAULTS.restartWindowSeconds),
+    })
+    .default(SUPERVISION_DEFAULTS);
+
 const rawSchema = z.strictObject({
     nodes: z.array(nodeSchema).min(1, "at least one node").max(16, "at most 16 nodes"),
     ssh: sshSchema,
@@ -230,6 +254,7 @@ const rawSchema = z.strictObject({
     ray: raySchema,
     container: containerSchema,
     timeouts: timeoutsSchema,
+    supervision: supervisionSchema,
 });
 
 /** One host of the fleet, with the SSH settings resolved. */
@@ -269,6 +294,14 @@ export interface FleetConfig {
     readonly ray: { readonly port: number };
     readonly container: { readonly shmSizeBytes: number; readonly memlockBytes: number; readonly stackBytes: number };
     readonly timeouts: { readonly sshConnectSeconds: number; readonly rayReadySeconds: number; readonly vllmReadySeconds: number };
+    readonly supervision: {
+        readonly restartRetries: number;
+        readonly watchdog: boolean;
+        readonly probeIntervalSeconds: number;
+        readonly failuresBeforeRestart: number;
+        readonly maxRestarts: number;
+        readonly restartWindowSeconds: number;
+    };
 }
 
 /** One problem with one config value. */
@@ -432,5 +465,6 @@ export function parseFleetConfig(raw: Partial<Record<ConfigKey, unknown>>): Flee
         ray: parsed.ray,
         container: parsed.container,
         timeouts: parsed.timeouts,
+        supervision: parsed.supervision,
     };
 }

@@ -8,6 +8,9 @@ import { ContainerSpec } from "../components/containerSpec";
 import { FleetConfig } from "./config";
 import { FabricFacts } from "./facts";
 
+/** Label on every serving container: its revision (see infra/observe.ts). */
+export const REVISION_LABEL = "vllm-fleet.revision";
+
 /** Where the model directory is mounted inside the containers (read-only). */
 export function containerModelPath(config: FleetConfig): string {
     return `/models/${path.posix.basename(config.model.path)}`;
@@ -55,6 +58,9 @@ export const RAY_CONTAINER = "vllm-fleet-ray";
 /** The container that runs one node's vLLM ranks (`mp` executor). */
 export const VLLM_CONTAINER = "vllm-fleet-vllm";
 
+/** The container of the watchdog on the first node (components/scripts/watchdog.py). */
+export const WATCHDOG_CONTAINER = "vllm-fleet-watchdog";
+
 const MIB = 1024 ** 2;
 
 /**
@@ -68,8 +74,11 @@ export function runs(program: readonly string[]): Pick<ContainerSpec, "entrypoin
     return { entrypoint: [program[0]], command: program.slice(1) };
 }
 
-/** Limits and mounts shared by every container that runs vLLM or Ray. */
-function servingContainer(config: FleetConfig, stack: string, node: PlannedNode, role: string): Omit<ContainerSpec, "name" | "command" | "entrypoint"> {
+/**
+ * Limits, mounts, labels and the restart policy shared by every container that runs vLLM or Ray.
+ * `revision` is the reconciliation label (infra/observe.ts): a new one replaces the container.
+ */
+function servingContainer(config: FleetConfig, stack: string, node: PlannedNode, role: string, revision: string): Omit<ContainerSpec, "name" | "command" | "entrypoint"> {
     return {
         image: config.image.name,
         env: networkEnv(node.fabric),
@@ -83,8 +92,11 @@ function servingContainer(config: FleetConfig, stack: string, node: PlannedNode,
             { name: "stack", soft: config.container.stackBytes, hard: config.container.stackBytes },
         ],
         gpus: "all",
-        restart: "no",
-        labels: fleetLabels(stack, role),
+        // Docker restarts a crashed container, also after the node reboots, a bounded number of
+        // times with a doubling delay; a restart loop that never ends leaks GB10's unified memory.
+        restart: "on-failure",
+        restartRetries: config.supervision.restartRetries,
+        labels: { ...fleetLabels(stack, role), [REVISION_LABEL]: revision },
     };
 }
 
@@ -98,12 +110,19 @@ export const RAY_HEAD_LABEL = "vllm-fleet.ray-head";
  * exists only once the head does, every worker starts after its head's `docker run` (its
  * `ray start --address` then retries the head while it boots, so the two still boot side by side).
  */
-export function rayContainerSpec(config: FleetConfig, stack: string, nodes: readonly PlannedNode[], index: number, headContainerId?: string): ContainerSpec {
+export function rayContainerSpec(
+    config: FleetConfig,
+    stack: string,
+    nodes: readonly PlannedNode[],
+    index: number,
+    revision: string,
+    headContainerId?: string,
+): ContainerSpec {
     const node = nodes[index];
     const head = nodes[0];
     const common = ["--node-ip-address", node.fabric.ip, "--num-gpus", String(node.gpus), "--disable-usage-stats"];
     if (index === 0) {
-        const base = servingContainer(config, stack, node, "ray-head");
+        const base = servingContainer(config, stack, node, "ray-head", revision);
         // The first Ray driver on the head is always the readiness gate (ray-ready.sh), a job that
         // ends a second later: Ray's prestart of idle workers for it would only cost the head CPU
         // and memory. vLLM's own workers are started for vLLM's job either way.
@@ -117,7 +136,7 @@ export function rayContainerSpec(config: FleetConfig, stack: string, nodes: read
     if (!headContainerId) {
         throw new Error(`the Ray worker on ${node.name} needs the id of its head container`);
     }
-    const base = servingContainer(config, stack, node, "ray-worker");
+    const base = servingContainer(config, stack, node, "ray-worker", revision);
     return {
         name: RAY_CONTAINER,
         ...runs(["ray", "start", "--block", "--address", `${head.fabric.ip}:${config.ray.port}`, ...common]),
@@ -131,7 +150,7 @@ export function rayContainerSpec(config: FleetConfig, stack: string, nodes: read
  * nodes run headless ranks that rendezvous with it over the fabric. The API key, if any, is added
  * by the caller (it is a secret).
  */
-export function mpRankSpec(config: FleetConfig, stack: string, nodes: readonly PlannedNode[], index: number): ContainerSpec {
+export function mpRankSpec(config: FleetConfig, stack: string, nodes: readonly PlannedNode[], index: number, revision: string): ContainerSpec {
     const program = [
         "vllm",
         ...vllmServeArgs(config),
@@ -145,7 +164,7 @@ export function mpRankSpec(config: FleetConfig, stack: string, nodes: readonly P
         String(config.vllm.masterPort),
         ...(index === 0 ? [] : ["--headless"]),
     ];
-    return { name: VLLM_CONTAINER, ...runs(program), ...servingContainer(config, stack, nodes[index], index === 0 ? "vllm-rank0" : "vllm-headless") };
+    return { name: VLLM_CONTAINER, ...runs(program), ...servingContainer(config, stack, nodes[index], index === 0 ? "vllm-rank0" : "vllm-headless", revision) };
 }
 
 /** The arguments of `vllm serve` (the API key travels as VLLM_API_KEY, never on the command line). */

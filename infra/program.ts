@@ -8,11 +8,13 @@ import * as fs from "fs";
 import * as path from "path";
 import * as pulumi from "@pulumi/pulumi";
 import { RAY_CLUSTER_NAME, VLLM_SERVICE_NAME } from "../components/container";
+import { Observer, observeOverSsh } from "../components/observer";
 import { RayCluster } from "../components/rayCluster";
 import { SparkNode, planFleet } from "../components/sparkNode";
 import { VllmService } from "../components/vllmService";
 import { syncWeights } from "../components/weightSync";
 import { CONFIG_KEYS, CONFIG_NAMESPACE, ConfigError, ConfigKey, FleetConfig, parseFleetConfig } from "./config";
+import { newRevision, reconcile } from "./observe";
 import { findProjectRoot } from "./project";
 
 /** Reads the raw `vllm-fleet:*` values of the current stack. */
@@ -34,14 +36,10 @@ export function readRawConfig(config = new pulumi.Config(CONFIG_NAMESPACE)): Par
 }
 
 /**
- * The SSH private key: the secret `vllm-fleet:sshPrivateKey`, else the file named by
- * `vllm-fleet:ssh.privateKeyPath` (read here, kept secret). Checked before any resource exists.
+ * The SSH private key as text: `secret` (the value of `vllm-fleet:sshPrivateKey`), else the file named
+ * by `vllm-fleet:ssh.privateKeyPath`, read here. Checked before anything reaches a host.
  */
-export function resolvePrivateKey(
-    config: FleetConfig,
-    secret: pulumi.Output<string> | undefined,
-    projectRoot: string,
-): { privateKey: pulumi.Output<string>; privateKeyPath?: string } {
+export function resolvePrivateKeyText(config: FleetConfig, secret: string | undefined, projectRoot: string): { privateKey: string; privateKeyPath?: string } {
     if (secret !== undefined) {
         return { privateKey: secret, privateKeyPath: config.sshPrivateKeyPath };
     }
@@ -55,9 +53,8 @@ export function resolvePrivateKey(
         ]);
     }
     const keyPath = path.resolve(projectRoot, config.sshPrivateKeyPath.replace(/^~(?=\/)/, process.env.HOME ?? "~"));
-    let text: string;
     try {
-        text = fs.readFileSync(keyPath, "utf8");
+        return { privateKey: fs.readFileSync(keyPath, "utf8"), privateKeyPath: keyPath };
     } catch (error) {
         throw new ConfigError([
             {
@@ -67,7 +64,29 @@ export function resolvePrivateKey(
             },
         ]);
     }
-    return { privateKey: pulumi.secret(text), privateKeyPath: keyPath };
+}
+
+/** {@link resolvePrivateKeyText} for the program: the key stays a secret. */
+export function resolvePrivateKey(
+    config: FleetConfig,
+    secret: pulumi.Output<string> | undefined,
+    projectRoot: string,
+): { privateKey: pulumi.Output<string>; privateKeyPath?: string } {
+    if (secret !== undefined) {
+        return { privateKey: secret, privateKeyPath: config.sshPrivateKeyPath };
+    }
+    const { privateKey, privateKeyPath } = resolvePrivateKeyText(config, undefined, projectRoot);
+    return { privateKey: pulumi.secret(privateKey), privateKeyPath };
+}
+
+/** The value of a known Output (config values always are), for the program-time read. */
+function plainValue<T>(output: pulumi.Output<T>): Promise<T> {
+    return new Promise((resolve) => {
+        output.apply((value) => {
+            resolve(value);
+            return value;
+        });
+    });
 }
 
 /** The outputs of a stack. */
@@ -87,12 +106,24 @@ export interface FleetOutputs {
  * The program. Validation happens before any resource is registered: a bad config fails
  * `pulumi preview` with a message naming each bad key, and nothing runs on any host.
  */
-export async function fleetProgram(): Promise<FleetOutputs> {
+export async function fleetProgram(observe: Observer = observeOverSsh): Promise<FleetOutputs> {
     const pulumiConfig = new pulumi.Config(CONFIG_NAMESPACE);
     const config: FleetConfig = parseFleetConfig(readRawConfig(pulumiConfig));
     const { privateKey, privateKeyPath } = resolvePrivateKey(config, pulumiConfig.getSecret("sshPrivateKey"), findProjectRoot());
     const apiKey = pulumiConfig.getSecret("vllmApiKey");
     const stack = pulumi.getStack();
+
+    // Every node as it is now, read before anything is registered (read-only, in parallel).
+    const observations = await observe(config, {
+        privateKey: await plainValue(privateKey),
+        privateKeyPath,
+        apiKey: apiKey ? await plainValue(apiKey) : "",
+        stack,
+    });
+    const reconciliation = reconcile(config, observations, newRevision);
+    for (const finding of reconciliation.findings) {
+        pulumi.log.warn(finding);
+    }
 
     const unpinned = config.nodes.filter((node) => !node.hostKey).map((node) => node.name);
     if (unpinned.length > 0) {
@@ -113,7 +144,7 @@ export async function fleetProgram(): Promise<FleetOutputs> {
                 runner: config.commandRunner,
                 containerDriver: config.containerDriver,
                 image: config.image.name,
-                modelPath: config.model.path,
+                observed: observations[nodes.length],
                 fabricSubnet: config.fabric.subnet,
                 imageFrom:
                     config.image.source === "pull"
@@ -126,8 +157,8 @@ export async function fleetProgram(): Promise<FleetOutputs> {
     }
     const synced = config.model.sync === "rsync" ? syncWeights(config, nodes, privateKey, undefined) : undefined;
     const planned = planFleet(config, nodes, synced);
-    const ray = config.executor === "ray" ? new RayCluster(RAY_CLUSTER_NAME, { config, stack, nodes, planned }) : undefined;
-    const vllm = new VllmService(VLLM_SERVICE_NAME, { config, stack, nodes, planned, ray, apiKey });
+    const ray = config.executor === "ray" ? new RayCluster(RAY_CLUSTER_NAME, { config, stack, nodes, planned, revisions: reconciliation.revisions }) : undefined;
+    const vllm = new VllmService(VLLM_SERVICE_NAME, { config, stack, nodes, planned, ray, apiKey, reconciliation });
 
     return {
         endpoint: vllm.endpoint,

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Starts `vllm serve` inside the Ray head container (`ray` executor); vllm-ready.sh, which runs
 # right after it, waits until it really serves.
-# Inputs: CONTAINER, SERVE_ARGS (array: arguments of `vllm`), API_KEY (may be empty), LOG_FILE.
+# Inputs: CONTAINER, SERVE_ARGS (array: arguments of `vllm`), API_KEY (may be empty), LOG_FILE,
+#         TOKEN (this start's revision, kept beside the server where the next read finds it).
 set -euo pipefail
 
 # A restart (changed arguments) first stops the server that runs now.
@@ -14,5 +15,6 @@ done
 # The arguments travel as "$@" of a fixed shell line, never spliced into it.
 docker exec --detach --env "VLLM_API_KEY=$API_KEY" "$CONTAINER" \
   sh -c 'exec "$@" >"$0" 2>&1' "$LOG_FILE" vllm "${SERVE_ARGS[@]}"
+printf '%s\n' "$TOKEN" | docker exec -i "$CONTAINER" sh -c 'cat > /tmp/vllm-fleet-serve.token'
 echo "started: vllm ${SERVE_ARGS[*]}"
 

@@ -18,8 +18,8 @@ const planned: PlannedNode[] = [
 ];
 
 const specs: [string, ContainerSpec][] = [
-    ["the Ray head", rayContainerSpec(config, "spark-duo", planned, 0)],
-    ["a Ray worker", rayContainerSpec(config, "spark-duo", planned, 1, "f00d")],
+    ["the Ray head", rayContainerSpec(config, "spark-duo", planned, 0, "r1")],
+    ["a Ray worker", rayContainerSpec(config, "spark-duo", planned, 1, "r1", "f00d")],
     [
         "a container keeping its image's entrypoint, on a bridge network",
         {
@@ -69,13 +69,13 @@ describe("docker run arguments", () => {
 
 describe("Ray workers follow their head", () => {
     it("carry the id of the head container they join; the head carries none", () => {
-        expect(rayContainerSpec(config, "spark-duo", planned, 0).labels[RAY_HEAD_LABEL]).toBeUndefined();
-        expect(rayContainerSpec(config, "spark-duo", planned, 1, "c0ffee").labels[RAY_HEAD_LABEL]).toBe("c0ffee");
+        expect(rayContainerSpec(config, "spark-duo", planned, 0, "r1").labels[RAY_HEAD_LABEL]).toBeUndefined();
+        expect(rayContainerSpec(config, "spark-duo", planned, 1, "r1", "c0ffee").labels[RAY_HEAD_LABEL]).toBe("c0ffee");
     });
 
     it("get a new spec (so are replaced) with a new head container, and cannot be planned without one", () => {
-        expect(rayContainerSpec(config, "spark-duo", planned, 1, "new")).not.toEqual(rayContainerSpec(config, "spark-duo", planned, 1, "old"));
-        expect(() => rayContainerSpec(config, "spark-duo", planned, 1)).toThrow(/needs the id of its head container/);
+        expect(rayContainerSpec(config, "spark-duo", planned, 1, "r1", "new")).not.toEqual(rayContainerSpec(config, "spark-duo", planned, 1, "r1", "old"));
+        expect(() => rayContainerSpec(config, "spark-duo", planned, 1, "r1")).toThrow(/needs the id of its head container/);
     });
 });
 

@@ -7,6 +7,8 @@ import * as os from "os";
 import * as path from "path";
 import * as pulumi from "@pulumi/pulumi";
 import { vi } from "vitest";
+import type { Observer } from "../../components/observer";
+import { parseObservation } from "../../infra/observe";
 import { FAKE_IMAGE_ID } from "./fakeDocker";
 
 export interface RecordedResource {
@@ -56,6 +58,42 @@ export function sparkProbeOutput(
     ].join("\n");
 }
 
+/**
+ * What live.sh would print on each node after `run`: every serving container it made, alive with
+ * the labels it was given, `vllm serve` running with its token, and the endpoint answering.
+ */
+export function liveAfter(run: MockRun): (node: string) => string {
+    return (node: string) => {
+        const containers: string[] = [];
+        let token = "";
+        for (const resource of run.resources) {
+            const inputs = unsecret(resource.inputs);
+            let name: string | undefined;
+            let labels: Record<string, string> = {};
+            if (resource.type === "docker:index/container:Container") {
+                name = inputs.name;
+                labels = Object.fromEntries((inputs.labels as { label: string; value: string }[]).map((l) => [l.label, l.value]));
+            } else if (typeof inputs.create === "string" && inputs.create.includes("RUN_ARGS=(")) {
+                const args = [...unsecret(inputs.create).matchAll(/'--label' '([^=']+)=([^']*)'/g)];
+                labels = Object.fromEntries(args.map((match) => [match[1], match[2]]));
+                name = /NAME='([^']+)'/.exec(inputs.create)?.[1];
+            }
+            // The builtin runner keeps the program in `create`; remote.Command sends it on stdin.
+            const program = `${unsecret(inputs.create) ?? ""}\n${unsecret(inputs.stdin) ?? ""}`;
+            // Quoted once in a program, twice inside stdin's assignments; tokens are [0-9a-z].
+            const served = /TOKEN='(?:\\'')?([0-9a-z]*)/.exec(program);
+            if (resource.name.endsWith("-serve") && served) {
+                token = served[1];
+            }
+            const onNode = resource.name.includes(`-${node}-`);
+            if (name && onNode) {
+                containers.push(JSON.stringify({ name: `/${name}`, id: `${resource.name}-id`, status: "running", running: true, restarting: false, exitCode: 0, restartCount: 0, startedAt: "", labels }));
+            }
+        }
+        return ["### containers", ...containers, "### serve", "process yes", `token ${token}`, "### endpoint", "health 200", "completion ok", ""].join("\n");
+    };
+}
+
 export interface MockRun {
     readonly resources: RecordedResource[];
     readonly outputs: Record<string, unknown>;
@@ -82,6 +120,7 @@ export async function runProgram(
     config: Record<string, unknown>,
     probe: (node: string) => string,
     secrets: Record<string, string> = { sshPrivateKey: "-----BEGIN OPENSSH PRIVATE KEY-----\nmock\n-----END OPENSSH PRIVATE KEY-----" },
+    live: (node: string) => string = () => "",
 ): Promise<MockRun> {
     // The program writes each node's ssh files under the cache (components/ssh.ts): a private one here.
     process.env.XDG_CACHE_HOME ??= fs.mkdtempSync(path.join(os.tmpdir(), "vllm-fleet-unit-cache-"));
@@ -95,10 +134,7 @@ export async function runProgram(
                 const name = args.name;
                 inputsByName.set(name, args.inputs);
                 let stdout = "";
-                const probeMatch = /^(.+)-probe$/.exec(name);
-                if (probeMatch) {
-                    stdout = probe(probeMatch[1]);
-                } else if (/-weights-close$/.test(name)) {
+                if (/-weights-close$/.test(name)) {
                     // After a sync the receiving node lists what the first node has.
                     const listing = probe(name.replace(/-weights-close$/, "")).split("### model\n")[1].split("\n### ")[0];
                     stdout = `### model\n${listing}`;
@@ -155,7 +191,9 @@ export async function runProgram(
     process.on("unhandledRejection", (reason) => rejections.push(reason));
     const resolved: Record<string, unknown> = {};
     try {
-        const outputs = await program.fleetProgram();
+        // The program-time read of the hosts answers with the probe's and live.sh's output.
+        const observe: Observer = async (fleet) => fleet.nodes.map((node) => parseObservation(node.name, `${probe(node.name)}\n${live(node.name)}`));
+        const outputs = await program.fleetProgram(observe);
         for (const [key, value] of Object.entries(outputs)) {
             resolved[key] = await valueOf(value as pulumi.Output<unknown>);
         }

@@ -74,8 +74,6 @@ describe("the program's graph (mocks)", async () => {
     it("parents every command to the component it belongs to", () => {
         const parents = Object.fromEntries(run.resources.filter((r) => r.type === COMMAND).map((r) => [r.name, parentName(run, r)]));
         expect(parents).toEqual({
-            "spark1-probe": "spark1",
-            "spark2-probe": "spark2",
             "ray-spark1-ray-head": "ray",
             "ray-spark1-ray-joined": "ray",
             "ray-spark2-ray-worker": "ray",
@@ -185,7 +183,7 @@ describe("the pulumi-command runner", async () => {
 
     it("uses remote.Command with a short dial limit and no previous output in the environment", () => {
         const commands = run.resources.filter((r) => r.type === "command:remote:Command");
-        expect(commands).toHaveLength(8);
+        expect(commands).toHaveLength(6);
         for (const resource of commands) {
             expect(resource.inputs.addPreviousOutputInEnv).toBe(false);
             expect(unsecret(resource.inputs.connection)).toMatchObject({ user: "aurora", port: 22, dialErrorLimit: 3, perDialTimeout: 20 });
@@ -290,12 +288,12 @@ describe("the mp executor (vLLM's native multi-node)", async () => {
 });
 
 describe("image delivery", () => {
-    it("copies from the first node to the others before their probe, skipping a node that has the id", async () => {
+    it("copies from the first node to the others before any container starts, skipping a node that has the id", async () => {
         const run = await runProgram({ ...duo, image: { name: "vllm:test", source: "copy" } }, probe);
         expect(run.resources.some((r) => r.name === "spark1-image")).toBe(false);
         const copy = run.byName("spark2-image");
         expect(copy.inputs.source).toMatchObject({ node: "spark1", host: "10.1.230.180", program: "docker save 'vllm:test'" });
-        expect(run.byName("spark2-probe").dependencies).toContain(copy.urn);
+        expect(run.byName("ray-spark2-ray-worker").dependencies).toContain(copy.urn);
         // The target reads nothing when it already has node 1's image id.
         const calls = dockerCalls(copy.inputs.create);
         expect(calls.map((args) => args[0])).toEqual(["image"]);
