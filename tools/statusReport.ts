@@ -1,0 +1,86 @@
+/**
+ * What `npm run status` prints, from one read of every node (components/observer.ts): per node the
+ * fleet's containers with their state and restart count, and on the first node Ray's live nodes,
+ * vLLM's /health, a completion and the watchdog's last actions. Pure, so it is tested directly.
+ */
+import { FleetConfig } from "../infra/config";
+import { findFabric } from "../infra/facts";
+import { NodeObservation, servingContainerOf } from "../infra/observe";
+import { REVISION_LABEL } from "../infra/plan";
+
+/** The report and its verdict: serving means every serving container runs and a completion answered. */
+export interface StatusReport {
+    readonly text: string;
+    readonly serving: boolean;
+}
+
+interface WatchdogEvent {
+    readonly time?: string;
+    readonly event?: string;
+    readonly detail?: string;
+}
+
+/** The watchdog's last events, one line each (its state file is a JSON list of events). */
+export function watchdogLines(json: string | undefined, last = 5): string[] {
+    if (!json) {
+        return ["watchdog: not running"];
+    }
+    try {
+        const parsed = JSON.parse(json) as WatchdogEvent[] | { events?: WatchdogEvent[] };
+        const events = Array.isArray(parsed) ? parsed : (parsed.events ?? []);
+        if (events.length === 0) {
+            return ["watchdog: running, nothing to report"];
+        }
+        return ["watchdog, last events:", ...events.slice(-last).map((event) => `  ${event.time ?? "?"}  ${event.event ?? "?"}  ${event.detail ?? ""}`.trimEnd())];
+    } catch {
+        return [`watchdog: unreadable state (${json.slice(0, 60)})`];
+    }
+}
+
+/** Formats one read of the fleet. */
+export function statusReport(config: FleetConfig, observations: readonly NodeObservation[]): StatusReport {
+    const serving = servingContainerOf(config);
+    const lines: string[] = [];
+    let allRunning = true;
+    observations.forEach((observation, index) => {
+        const node = config.nodes[index];
+        let fabric = "fabric: not found";
+        try {
+            const found = findFabric(node.name, observation.facts, config.fabric.subnet);
+            fabric = `fabric ${found.ip} on ${found.interface}`;
+        } catch (error) {
+            fabric = `fabric: ${(error as Error).message}`;
+        }
+        lines.push(`${node.name} (${node.user}@${node.host}:${node.port})  ${fabric}`);
+        const own = observation.containers.find((container) => container.name === serving);
+        if (!own || !own.running || own.restarting) {
+            allRunning = false;
+        }
+        if (observation.containers.length === 0) {
+            lines.push("  no container of this stack");
+        }
+        for (const container of [...observation.containers].sort((a, b) => a.name.localeCompare(b.name))) {
+            const state = container.restarting ? "restarting" : container.status;
+            const exit = container.running ? "" : ` (exit ${container.exitCode})`;
+            const revision = container.labels[REVISION_LABEL] ? `  revision ${container.labels[REVISION_LABEL]}` : "";
+            lines.push(`  ${container.name.padEnd(22)} ${state}${exit}  restarts ${container.restartCount}  started ${container.startedAt || "-"}${revision}`);
+        }
+        if (index === 0) {
+            if (observation.rayNodes) {
+                const alive = observation.rayNodes.map((ray) => `${ray.ip} (${ray.gpus} GPU)`).join(", ");
+                lines.push(`  ray nodes alive: ${alive || "none"}`);
+            }
+            if (observation.serve) {
+                lines.push(`  vllm serve: ${observation.serve.running ? "running" : "not running"}`);
+            }
+            const endpoint = observation.endpoint;
+            lines.push(`  /health: ${endpoint?.health ?? "not asked"}`);
+            lines.push(`  completion: ${endpoint?.completionOk ? "answered" : `failed (${endpoint?.detail || "no answer"})`}`);
+            lines.push(...watchdogLines(observation.watchdog).map((line) => `  ${line}`));
+        }
+    });
+    const answered = observations[0]?.endpoint?.completionOk === true;
+    const verdict = allRunning && answered;
+    lines.push(verdict ? "serving: yes" : "serving: NO");
+    return { text: lines.join("\n"), serving: verdict };
+}
