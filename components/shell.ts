@@ -42,11 +42,11 @@ export function renderAssignments(vars: Readonly<Record<string, ScriptValue>>): 
 const SCRIPTS_DIR = path.join(findProjectRoot(__dirname), "components", "scripts");
 const scriptCache = new Map<string, string>();
 
-/** The text of components/scripts/<name>.sh. */
+/** The text of components/scripts/<name>.sh (or of <name> itself when it has an extension, e.g. watchdog.py). */
 export function readScript(name: string): string {
     let text = scriptCache.get(name);
     if (text === undefined) {
-        text = fs.readFileSync(path.join(SCRIPTS_DIR, `${name}.sh`), "utf8");
+        text = fs.readFileSync(path.join(SCRIPTS_DIR, path.extname(name) ? name : `${name}.sh`), "utf8");
         scriptCache.set(name, text);
     }
     return text;

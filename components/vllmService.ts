@@ -1,12 +1,12 @@
 import * as pulumi from "@pulumi/pulumi";
 import { FleetConfig } from "../infra/config";
 import { Reconciliation } from "../infra/observe";
-import { PlannedNode, RAY_CONTAINER, VLLM_CONTAINER, mpRankSpec, vllmServeArgs } from "../infra/plan";
+import { PlannedNode, RAY_CONTAINER, RAY_SERVE_LOG, VLLM_CONTAINER, mpRankSpec, vllmServeArgs, watchdogSpec } from "../infra/plan";
 import { realizeContainer, servingContainerAliases, servingContainerName } from "./container";
 import { hostCommand } from "./hostCommand";
 import { RayCluster } from "./rayCluster";
 import { SparkNode } from "./sparkNode";
-import { scriptProgram } from "./shell";
+import { readScript, scriptProgram } from "./shell";
 
 export interface VllmServiceArgs {
     readonly config: FleetConfig;
@@ -21,11 +21,8 @@ export interface VllmServiceArgs {
     /** vLLM's API key (a secret); none: the endpoint is open. */
     readonly apiKey?: pulumi.Input<string>;
     /** What this run's read of the hosts decided (infra/observe.ts). */
-    readonly reconciliation: Pick<Reconciliation, "revisions" | "serveToken">;
+    readonly reconciliation: Pick<Reconciliation, "revisions" | "serveToken" | "watchdogRevision">;
 }
-
-/** Where `vllm serve` writes its log inside the Ray head container. */
-const RAY_SERVE_LOG = "/tmp/vllm-fleet-serve.log";
 
 /**
  * `vllm serve` across the nodes, ready when /v1/models lists the model and a completion answers.
@@ -61,6 +58,7 @@ export class VllmService extends pulumi.ComponentResource {
             );
 
         let gateStdout: pulumi.Output<string>;
+        let served: pulumi.Resource;
         if (config.executor === "ray") {
             if (!args.ray) {
                 throw new Error("the ray executor needs a Ray cluster");
@@ -93,6 +91,7 @@ export class VllmService extends pulumi.ComponentResource {
                 { parent: this, dependsOn: [args.ray] },
             );
             gateStdout = serve.stdout;
+            served = serve.resource;
         } else {
             const revisions: pulumi.Output<string>[] = [];
             const containers: pulumi.Resource[] = [];
@@ -125,6 +124,17 @@ export class VllmService extends pulumi.ComponentResource {
                 { parent: this, dependsOn: containers },
             );
             gateStdout = gate.stdout;
+            served = gate.resource;
+        }
+
+        if (config.supervision.watchdog) {
+            // Started once vLLM serves (it must not race the first start), removed before vLLM is
+            // stopped (it would start it again), replaced when the serve arguments change.
+            const spec = apiKey.apply((key) => {
+                const watchdog = watchdogSpec(config, args.stack, readScript("watchdog.py"), args.reconciliation.watchdogRevision);
+                return key ? { ...watchdog, env: { ...watchdog.env, VLLM_API_KEY: key } } : watchdog;
+            });
+            realizeContainer(config.containerDriver, config.commandRunner, `${name}-watchdog`, head, spec, { parent: this, dependsOn: [served] }, { watchSeconds: 1 });
         }
 
         const host = head.connection.host.includes(":") ? `[${head.connection.host}]` : head.connection.host;

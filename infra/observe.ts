@@ -11,7 +11,7 @@
  */
 import { NodeFacts, parseProbeOutput, splitSections } from "./facts";
 import { FleetConfig } from "./config";
-import { RAY_CONTAINER, REVISION_LABEL, VLLM_CONTAINER } from "./plan";
+import { RAY_CONTAINER, REVISION_LABEL, VLLM_CONTAINER, WATCHDOG_CONTAINER } from "./plan";
 
 /** One container of the stack on a node, as `docker inspect` shows it. */
 export interface LiveContainer {
@@ -90,6 +90,8 @@ export interface Reconciliation {
     readonly revisions: Readonly<Record<string, string>>;
     /** The token of `vllm serve` in the Ray head (ray executor). */
     readonly serveToken: string;
+    /** The revision of the watchdog's container on the first node. */
+    readonly watchdogRevision: string;
     /** What was found broken and what `up` does about it, one line each, naming node and container. */
     readonly findings: readonly string[];
     /** Whether anything of this stack was found on any node (false: a first deployment). */
@@ -127,6 +129,12 @@ export function reconcile(
     const revisions: Record<string, string> = {};
     const endpoint = observations[0]?.endpoint;
     const endpointOk = endpoint?.completionOk === true;
+    // The watchdog: kept while it runs, else replaced (it restarts by itself unless stopped by hand).
+    const watchdog = observations[0]?.containers.find((container) => container.name === WATCHDOG_CONTAINER);
+    const watchdogRevision = alive(watchdog) && watchdog.labels[REVISION_LABEL] ? watchdog.labels[REVISION_LABEL] : fresh();
+    if (watchdog && !alive(watchdog)) {
+        findings.push(`node ${observations[0].node}: ${describeDead(watchdog, WATCHDOG_CONTAINER)}; up replaces the watchdog`);
+    }
     if (config.executor === "mp") {
         const groupAlive = found.every(alive);
         const keep = groupAlive && endpointOk;
@@ -140,7 +148,7 @@ export function reconcile(
             const reason = dead.length > 0 ? dead.join("; ") : `node ${observations[0].node}: the endpoint does not answer a completion (${endpoint?.detail || "no answer"})`;
             findings.push(`${reason}; up replaces every vLLM rank (the group restarts as one)`);
         }
-        return { revisions, serveToken: "", findings, deployed };
+        return { revisions, serveToken: "", watchdogRevision, findings, deployed };
     }
     observations.forEach((observation, index) => {
         const container = found[index];
@@ -162,7 +170,7 @@ export function reconcile(
         const why = !serve?.running ? "vllm serve is not running" : `the endpoint does not answer a completion (${endpoint?.detail || "no answer"})`;
         findings.push(`node ${observations[0].node}: ${why}; up starts vllm serve again`);
     }
-    return { revisions, serveToken, findings, deployed };
+    return { revisions, serveToken, watchdogRevision, findings, deployed };
 }
 
 /** A new revision: unique per run and node (time and randomness), short. */

@@ -61,6 +61,9 @@ export const VLLM_CONTAINER = "vllm-fleet-vllm";
 /** The container of the watchdog on the first node (components/scripts/watchdog.py). */
 export const WATCHDOG_CONTAINER = "vllm-fleet-watchdog";
 
+/** Where `vllm serve` writes its log inside the Ray head container (ray executor). */
+export const RAY_SERVE_LOG = "/tmp/vllm-fleet-serve.log";
+
 const MIB = 1024 ** 2;
 
 /**
@@ -204,6 +207,47 @@ export function vllmServeArgs(config: FleetConfig): string[] {
     }
     args.push(...config.vllm.extraArgs);
     return args;
+}
+
+/**
+ * The watchdog's container on the first node (components/scripts/watchdog.py, given as `script`):
+ * it probes a completion and restarts vLLM when it stops serving, rationed (config `supervision`).
+ * Host network (it probes 127.0.0.1), the Docker socket, its own process namespace (it finds
+ * `vllm serve` with pgrep in the serving container, and its own command line holds those words).
+ * The API key, if any, is added by the caller (a secret).
+ */
+export function watchdogSpec(config: FleetConfig, stack: string, script: string, revision: string): ContainerSpec {
+    const { supervision } = config;
+    const env: Record<string, string> = {
+        WATCHDOG_EXECUTOR: config.executor,
+        WATCHDOG_CONTAINER: config.executor === "ray" ? RAY_CONTAINER : VLLM_CONTAINER,
+        WATCHDOG_PORT: String(config.vllm.port),
+        WATCHDOG_MODEL: config.model.servedName,
+        WATCHDOG_INTERVAL: String(supervision.probeIntervalSeconds),
+        WATCHDOG_FAILURES: String(supervision.failuresBeforeRestart),
+        // A (re)started server may take as long to serve as the readiness gate allows it.
+        WATCHDOG_STARTUP_GRACE: String(config.timeouts.vllmReadySeconds),
+        WATCHDOG_MAX_RESTARTS: String(supervision.maxRestarts),
+        WATCHDOG_WINDOW: String(supervision.restartWindowSeconds),
+    };
+    if (config.executor === "ray") {
+        env.WATCHDOG_SERVE_ARGS = JSON.stringify(vllmServeArgs(config));
+        env.WATCHDOG_SERVE_LOG = RAY_SERVE_LOG;
+    }
+    return {
+        name: WATCHDOG_CONTAINER,
+        image: config.image.name,
+        ...runs(["python3", "-c", script]),
+        env,
+        mounts: [{ source: "/var/run/docker.sock", target: "/var/run/docker.sock", readOnly: false }],
+        networkHost: true,
+        ipcHost: false,
+        ulimits: [],
+        // Unlike the serving containers it restarts without bound: it is small, and it is what
+        // bounds the restarts of vLLM.
+        restart: "unless-stopped",
+        labels: { ...fleetLabels(stack, "watchdog"), [REVISION_LABEL]: revision },
+    };
 }
 
 /** GPUs needed by the parallelism: TP × PP. */

@@ -5,6 +5,12 @@
 #         TOKEN (this start's revision, kept beside the server where the next read finds it).
 set -euo pipefail
 
+# The watchdog (if any) holds still meanwhile: it would start a server of its own in the gap.
+if [ "$(docker inspect --format '{{.State.Running}}' vllm-fleet-watchdog 2>/dev/null || true)" = "true" ]; then
+  docker pause vllm-fleet-watchdog >/dev/null 2>&1 || true
+  trap 'docker unpause vllm-fleet-watchdog >/dev/null 2>&1 || true' EXIT
+fi
+
 # A restart (changed arguments) first stops the server that runs now.
 docker exec "$CONTAINER" pkill -f "vllm serve" >/dev/null 2>&1 || true
 for _ in $(seq 1 30); do

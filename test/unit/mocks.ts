@@ -85,7 +85,8 @@ export function liveAfter(run: MockRun): (node: string) => string {
             if (resource.name.endsWith("-serve") && served) {
                 token = served[1];
             }
-            const onNode = resource.name.includes(`-${node}-`);
+            // The watchdog runs on the first node, spark1 in every unit stack.
+            const onNode = resource.name.includes(`-${node}-`) || (resource.name.endsWith("-watchdog") && node === "spark1");
             if (name && onNode) {
                 containers.push(JSON.stringify({ name: `/${name}`, id: `${resource.name}-id`, status: "running", running: true, restarting: false, exitCode: 0, restartCount: 0, startedAt: "", labels }));
             }

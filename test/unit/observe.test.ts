@@ -54,7 +54,7 @@ describe("reconcile, ray executor", () => {
 
     it("keeps every revision of a healthy cluster and says nothing", () => {
         const result = reconcile(config, [observed("spark1", [container("vllm-fleet-ray", "h")], serving), observed("spark2", [container("vllm-fleet-ray", "w")])], fresh);
-        expect(result).toEqual({ revisions: { spark1: "h", spark2: "w" }, serveToken: "t1", findings: [], deployed: true });
+        expect(result).toMatchObject({ revisions: { spark1: "h", spark2: "w" }, serveToken: "t1", findings: [], deployed: true });
     });
 
     it("gives a first deployment new revisions, without findings", () => {
@@ -144,9 +144,14 @@ describe("the program replaces only what the hosts show broken", async () => {
         expect(changed(first, await runProgram(duo, probe, undefined, broken))).toEqual(["ray-spark2-ray-worker", "vllm-serve"]);
     });
 
-    it("ray: a missing head is replaced and vllm serve started again (workers follow its new id)", async () => {
+    it("ray: a head node that lost its containers gets a new head, vllm serve and watchdog (workers follow the head's new id)", async () => {
         const live = liveWith(first, "spark1", () => "");
-        expect(changed(first, await runProgram(duo, probe, undefined, live))).toEqual(["ray-spark1-ray-head", "vllm-serve"]);
+        expect(changed(first, await runProgram(duo, probe, undefined, live))).toEqual(["ray-spark1-ray-head", "vllm-serve", "vllm-watchdog"]);
+    });
+
+    it("a stopped watchdog is replaced, and nothing else", async () => {
+        const live = liveWith(first, "spark1", (line) => (line.includes("vllm-fleet-watchdog") ? line.replace('"running":true', '"running":false') : line));
+        expect(changed(first, await runProgram(duo, probe, undefined, live))).toEqual(["vllm-watchdog"]);
     });
 
     it("mp: a dead headless rank replaces both ranks", async () => {

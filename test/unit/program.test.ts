@@ -80,7 +80,25 @@ describe("the program's graph (mocks)", async () => {
             "ray-spark2-ray-joined": "ray",
             "ray-ready": "ray",
             "vllm-serve": "vllm",
+            "vllm-watchdog": "vllm",
         });
+    });
+
+    it("starts the watchdog once vLLM serves, on the first node, so destroy removes it before stopping vLLM", () => {
+        const watchdog = run.byName("vllm-watchdog");
+        expect(watchdog.dependencies).toContain(run.byName("vllm-serve").urn);
+        expect(unsecret(watchdog.inputs).node).toBe("spark1");
+        const args = dockerRunArgs(run, "vllm-watchdog");
+        expect(args).toEqual(expect.arrayContaining(["--entrypoint=python3", "--restart", "unless-stopped", "--volume", "/var/run/docker.sock:/var/run/docker.sock"]));
+        expect(args).not.toContain("--ipc");
+        const env = envOf(args);
+        expect(env).toMatchObject({ WATCHDOG_EXECUTOR: "ray", WATCHDOG_CONTAINER: "vllm-fleet-ray", WATCHDOG_PORT: "30000", WATCHDOG_FAILURES: "3", WATCHDOG_MAX_RESTARTS: "3" });
+        expect(JSON.parse(env.WATCHDOG_SERVE_ARGS)).toEqual(expect.arrayContaining(["serve", "--distributed-executor-backend", "ray"]));
+    });
+
+    it("has Docker restart the Ray containers on failure, a bounded number of times", () => {
+        expect(dockerRunArgs(run, "ray-spark1-ray-head")).toEqual(expect.arrayContaining(["--restart", "on-failure:10"]));
+        expect(dockerRunArgs(run, "ray-spark2-ray-worker")).toEqual(expect.arrayContaining(["--restart", "on-failure:10"]));
     });
 
     it("starts each worker after its head's container, not after its join, and vLLM only after the cluster is ready", () => {
@@ -183,7 +201,7 @@ describe("the pulumi-command runner", async () => {
 
     it("uses remote.Command with a short dial limit and no previous output in the environment", () => {
         const commands = run.resources.filter((r) => r.type === "command:remote:Command");
-        expect(commands).toHaveLength(6);
+        expect(commands).toHaveLength(7);
         for (const resource of commands) {
             expect(resource.inputs.addPreviousOutputInEnv).toBe(false);
             expect(unsecret(resource.inputs.connection)).toMatchObject({ user: "aurora", port: 22, dialErrorLimit: 3, perDialTimeout: 20 });
@@ -249,7 +267,7 @@ describe("the mp executor (vLLM's native multi-node)", async () => {
     it("has no Ray cluster: a vLLM container per node and a readiness gate on node 0", () => {
         expect(run.resources.some((resource) => resource.type === "vllm-fleet:ray:RayCluster")).toBe(false);
         const serving = run.resources.filter((r) => r.type === COMMAND && parentName(run, r) === "vllm").map((r) => r.name);
-        expect(serving.sort()).toEqual(["vllm-ready", "vllm-spark1-rank0", "vllm-spark2-rank1"]);
+        expect(serving.sort()).toEqual(["vllm-ready", "vllm-spark1-rank0", "vllm-spark2-rank1", "vllm-watchdog"]);
         expect(run.byName("vllm-ready").dependencies).toEqual(
             expect.arrayContaining([run.byName("vllm-spark1-rank0").urn, run.byName("vllm-spark2-rank1").urn]),
         );

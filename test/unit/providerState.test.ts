@@ -38,18 +38,20 @@ function containers(run: MockRun): [string, ContainerInputs][] {
 describe.each(["ray", "mp"])("the Docker provider keeps what the program sends (executor %s)", async (executor) => {
     const run = await runProgram({ ...users, executor }, probe);
 
-    it("registers a docker.Container per node", () => {
-        expect(containers(run)).toHaveLength(2);
+    it("registers a docker.Container per node and the watchdog's", () => {
+        expect(containers(run).map(([name]) => name).sort()).toEqual(
+            executor === "ray" ? ["ray-spark1-ray-head", "ray-spark2-ray-worker", "vllm-watchdog"] : ["vllm-spark1-rank0", "vllm-spark2-rank1", "vllm-watchdog"],
+        );
     });
 
     it.each(containers(run))("%s: no field differs from what the provider stores, so no up replaces it", (_name, inputs) => {
         expect(fieldsThatWouldReplace(inputs, dockerProviderState(inputs, VLLM_IMAGE))).toEqual([]);
     });
 
-    it.each(containers(run))("%s: the image's entrypoint is replaced by the program, never kept or cleared", (_name, inputs) => {
-        expect(inputs.entrypoints).toEqual([executor === "ray" ? "ray" : "vllm"]);
-        expect(inputs.command![0]).toBe(executor === "ray" ? "start" : "serve");
-        expect(Number.isInteger(inputs.shmSize)).toBe(true);
+    it.each(containers(run))("%s: the image's entrypoint is replaced by the program, never kept or cleared", (name, inputs) => {
+        const program = name.endsWith("watchdog") ? ["python3", "-c"] : executor === "ray" ? ["ray", "start"] : ["vllm", "serve"];
+        expect([...inputs.entrypoints!, inputs.command![0]]).toEqual(program);
+        expect(inputs.shmSize === undefined || Number.isInteger(inputs.shmSize)).toBe(true);
     });
 });
 
