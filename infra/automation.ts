@@ -3,8 +3,7 @@
  *
  * The program is handed to the engine in-process (an inline program): the Automation API serves it
  * over the engine's language-runtime protocol itself, so the real Pulumi engine and CLI run it even
- * where no `pulumi-language-nodejs` binary is installed (this workplace cannot build one, see
- * test/toolchain/pins.env). The e2e tests, the demo and the benchmark all go through here; on a
+ * where no `pulumi-language-nodejs` binary is installed (see test/toolchain/pins.env). The e2e tests, the demo and the benchmark all go through here; on a
  * machine with a regular Pulumi install, `pulumi up -s <stack>` runs the same program.
  */
 import { ConfigMap, LocalWorkspace, Stack } from "@pulumi/pulumi/automation";

@@ -144,6 +144,10 @@ export function rayContainerSpec(
         name: RAY_CONTAINER,
         ...runs(["ray", "start", "--block", "--address", `${head.fabric.ip}:${config.ray.port}`, ...common]),
         ...base,
+        // A worker whose head is gone for 20 s (Ray's default: 60 s) exits, and its restart policy
+        // brings it back to join the head that Docker restarted meanwhile: vLLM's engine died with
+        // the old head anyway, and the group is back sooner.
+        env: { ...base.env, RAY_gcs_rpc_server_reconnect_timeout_s: "20" },
         labels: { ...base.labels, [RAY_HEAD_LABEL]: headContainerId },
     };
 }

@@ -6,6 +6,7 @@
 import * as fs from "fs";
 import * as path from "path";
 import { openStack, REPO_ROOT } from "../infra/automation";
+import { stackStatus } from "../tools/status";
 import { SimCluster, putTinyModel } from "./e2e/simCluster";
 
 const MODEL_DIR = "/home/spark/models/tiny-moe";
@@ -40,6 +41,9 @@ async function up(): Promise<void> {
     console.log(`model:      ${model}`);
     console.log(`fabric IPs: ${JSON.stringify(result.outputs.fabricIps.value)}`);
     console.log(`completion: ${body.choices[0].text}`);
+    // What `npm run status -- --stack sim` prints (read-only).
+    const status = await stackStatus(stack.workspace, "sim");
+    console.log(`status:\n${status.text.replace(/^/gm, "  ")}`);
     console.log(`try it:     curl -s ${endpoint}/completions -H 'Content-Type: application/json' -d '{"model":"${model}","prompt":"hi","max_tokens":8}'`);
     console.log("tear down:  npm run demo -- down");
 }

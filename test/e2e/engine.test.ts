@@ -2,7 +2,7 @@
  * The real Pulumi engine and CLI (built by test/toolchain/pulumi.sh) running the real program through
  * the Automation API, offline, on a file:// backend in a temporary directory.
  */
-import { execFileSync } from "child_process";
+import { execFileSync, spawnSync } from "child_process";
 import * as fs from "fs";
 import * as os from "os";
 import * as path from "path";
@@ -10,10 +10,13 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import * as pulumi from "@pulumi/pulumi";
 import { LocalWorkspace, Stack } from "@pulumi/pulumi/automation";
 import { openStack } from "../../infra/automation";
+import { buildTimeline, parseEventLog } from "../../infra/timeline";
 
-// One node that is never contacted: preview only plans, it runs nothing on a host.
+// One node where nothing listens (loopback, port 1): every preview reads the nodes first, so this
+// one is refused at once, before anything is registered.
 const minimalConfig = (keyPath: string) => ({
-    "vllm-fleet:nodes": { value: JSON.stringify([{ name: "spark1", host: "192.0.2.10" }]) },
+    "vllm-fleet:nodes": { value: JSON.stringify([{ name: "spark1", host: "127.0.0.1", port: 1 }]) },
+    "vllm-fleet:timeouts": { value: JSON.stringify({ sshConnectSeconds: 2 }) },
     "vllm-fleet:ssh": { value: JSON.stringify({ user: "spark", privateKeyPath: keyPath }) },
     "vllm-fleet:containerDriver": { value: "ssh" },
     "vllm-fleet:commandRunner": { value: "builtin" },
@@ -51,13 +54,48 @@ describe("the Pulumi engine, offline", () => {
         expect(stack.workspace.pulumiVersion).toBe(cliVersion.slice(1));
     });
 
-    it("previews the program on a minimal stack, offline, contacting no host", async () => {
-        const preview = await stack.preview();
-        // Stack, SparkNode + probe, RayCluster + head container + join wait + readiness gate,
-        // VllmService + serve command.
-        expect(preview.changeSummary).toEqual({ create: 9 });
-        for (const type of ["vllm-fleet:node:SparkNode", "vllm-fleet:ray:RayCluster", "vllm-fleet:vllm:VllmService", "pulumi-nodejs:dynamic/remote:SshCommand"]) {
-            expect(preview.stdout).toContain(type);
+    it("previews only after reading every node: an unreachable one is refused in one line naming it, nothing registered", async () => {
+        const start = Date.now();
+        const failure = await stack.preview().then(
+            () => undefined,
+            (error: Error) => error,
+        );
+        expect((Date.now() - start) / 1000).toBeLessThan(30);
+        expect(failure?.message).toMatch(/error: node spark1 \(spark@127\.0\.0\.1:1\): ssh failed \(connection or authentication\): .*refused/);
+        expect(failure?.message).not.toMatch(/error serializing property|at .*\.js:\d+/);
+        expect(failure?.message).not.toMatch(/vllm-fleet:(node|ray|vllm):/);
+    });
+
+    it("takes the README's timeline recipe: --event-log on the CLI (as the Automation API passes it), whose events the timeline reads", async () => {
+        const probe = (env: Record<string, string>) =>
+            spawnSync("pulumi", ["up", "--event-log", path.join(workDir, "probe.jsonl"), "--stack", "none", "--non-interactive"], {
+                cwd: workDir,
+                env: { ...process.env, ...env },
+                encoding: "utf8",
+            });
+        // The released CLI hides the flag unless PULUMI_DEBUG_COMMANDS is set, as the README says.
+        expect(probe({ PULUMI_DEBUG_COMMANDS: "" }).stderr).toContain("unknown flag: --event-log");
+        expect(probe({ PULUMI_DEBUG_COMMANDS: "true" }).stderr).not.toContain("unknown flag");
+        // The events of a real up, as `--event-log` writes them (the Automation API reads that file).
+        fs.mkdirSync(path.join(workDir, "timeline"));
+        const events: string[] = [];
+        const timed = await LocalWorkspace.createOrSelectStack(
+            {
+                stackName: "ci-timeline",
+                projectName: "vllm-fleet-engine-test",
+                program: async () => {
+                    const marker = new pulumi.ComponentResource("vllm-fleet:test:Marker", "marker", {});
+                    return { marker: marker.urn };
+                },
+            },
+            { workDir: path.join(workDir, "timeline"), envVars, projectSettings: { name: "vllm-fleet-engine-test", runtime: "nodejs" } },
+        );
+        try {
+            await timed.up({ onEvent: (event) => events.push(JSON.stringify(event)) });
+            const timeline = buildTimeline(parseEventLog(events.join("\n")));
+            expect(timeline.spans.map((span) => span.name)).toContain("marker");
+        } finally {
+            await timed.workspace.removeStack("ci-timeline", { force: true }).catch(() => undefined);
         }
     });
 

@@ -128,7 +128,7 @@ export function simStackConfig(cluster: SimCluster, modelDir: string, extra: Rec
         commandRunner: "builtin",
         model: { path: modelDir, servedName: "tiny-moe" },
         vllm: { port: 8000, maxModelLen: 4096 },
-        // This machine's hard memlock limit is 8 MiB and cannot be raised (no CAP_SYS_RESOURCE).
+        // A host whose hard memlock limit is 8 MiB cannot raise it without CAP_SYS_RESOURCE.
         container: { memlockBytes: 8 * 1024 * 1024 },
         timeouts: { sshConnectSeconds: 10, rayReadySeconds: 180, vllmReadySeconds: 300 },
         ...extra,

@@ -124,7 +124,7 @@ describe("the program's graph (mocks)", async () => {
             ["ray-spark2-ray-worker", "spark2"],
         ]) {
             const args = dockerRunArgs(run, name);
-            const { RAY_prestart_worker_first_driver: _prestart, ...pins } = envOf(args);
+            const { RAY_prestart_worker_first_driver: _prestart, RAY_gcs_rpc_server_reconnect_timeout_s: _reconnect, ...pins } = envOf(args);
             expect(pins).toEqual({
                 VLLM_HOST_IP: fabricIps[node],
                 RAY_NODE_IP_ADDRESS: fabricIps[node],

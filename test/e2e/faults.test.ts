@@ -1,0 +1,214 @@
+/**
+ * It stays serving: faults on simulated Sparks, for both executors, through the real engine.
+ *
+ * - A host that preflight refuses (fabric down, another image, no model, no GPU, no Docker) is
+ *   refused by name, and once fixed a plain `up` converges: facts are read on every run.
+ * - Supervision on the hosts (Docker's restart policy, vLLM failing as a group, the watchdog)
+ *   brings the endpoint back by itself after a killed worker or rank, a killed head or rank 0,
+ *   a killed `vllm serve` (ray), a restarted node; the next `up` then has nothing to do.
+ * - What supervision cannot fix (a container removed) a plain `up` replaces, and only it.
+ * - `destroy` with a node's sshd down fails in bounded time naming the node; a later one leaves nothing.
+ * Each recovery is timed; the table is printed at the end.
+ */
+import { execFileSync } from "child_process";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { Stack } from "@pulumi/pulumi/automation";
+import { openStack } from "../../infra/automation";
+import { RAY_CONTAINER, VLLM_CONTAINER, WATCHDOG_CONTAINER } from "../../infra/plan";
+import { SimCluster, SimNode, complete, onNode, putTinyModel, simStackConfig, simUp, tearDown, tempWorkspace } from "./simCluster";
+
+const MODEL_DIR = "/home/spark/models/tiny-moe";
+/** Within this a simulated cluster must serve again on its own. */
+const SELF_HEAL_SECONDS = 120;
+
+interface Row {
+    fault: string;
+    executor: string;
+    byItself?: number;
+    viaUp?: number;
+    restarted: string;
+}
+const table: Row[] = [];
+
+/** Seconds until a completion names every fabric address again, polling; fails after `limit`. */
+async function servingAgain(cluster: SimCluster, endpoint: string, since: number, limit = SELF_HEAL_SECONDS): Promise<number> {
+    for (;;) {
+        const elapsed = (Date.now() - since) / 1000;
+        try {
+            const text = (await complete(endpoint, "tiny-moe")).choices[0].text;
+            if (cluster.nodes.every((node) => text.includes(node.fabricIp))) {
+                return elapsed;
+            }
+        } catch {
+            // not yet
+        }
+        if (elapsed > limit) {
+            throw new Error(`not serving again ${limit}s after the fault`);
+        }
+        await new Promise((resolve) => setTimeout(resolve, 1000));
+    }
+}
+
+/** id, start time and restart count of a container on a node ("" when there is none). */
+function containerState(node: SimNode, name: string): string {
+    return onNode(node, `docker inspect --format '{{.Id}} {{.State.StartedAt}} {{.RestartCount}}' ${name} 2>/dev/null || true`).trim();
+}
+
+describe.each([
+    { executor: "ray", name: "e2e-faults-ray" },
+    { executor: "mp", name: "e2e-faults-mp" },
+])("faults with the $executor executor", ({ executor, name }) => {
+    let cluster: SimCluster;
+    let stack: Stack;
+    let workDir: string;
+    let endpoint = "";
+    const serving = executor === "ray" ? RAY_CONTAINER : VLLM_CONTAINER;
+    const head = () => cluster.nodes[0];
+    const worker = () => cluster.nodes[1];
+    /** The serving containers' state on every node, to tell what a recovery restarted. */
+    const states = () => cluster.nodes.map((node) => containerState(node, serving));
+    const restarted = (before: string[]) =>
+        cluster.nodes.flatMap((_, index) => (states()[index] !== before[index] ? [`spark${index + 1}:${serving}`] : [])).join(", ") || "nothing";
+
+    beforeAll(async () => {
+        cluster = await simUp(name, 2);
+        putTinyModel(cluster, MODEL_DIR);
+        const workspace = tempWorkspace(`vllm-fleet-${name}-`);
+        workDir = workspace.dir;
+        stack = await openStack(name, {
+            workDir,
+            envVars: workspace.envVars,
+            config: simStackConfig(cluster, MODEL_DIR, {
+                executor,
+                // Short probes for the simulated cluster; the default is every 10 s, 3 failures.
+                supervision: { probeIntervalSeconds: 3, failuresBeforeRestart: 2, maxRestarts: 10, restartWindowSeconds: 3600 },
+            }),
+        });
+    });
+
+    afterAll(async () => {
+        // sshd may have been left down by a failed test.
+        for (const node of cluster?.nodes ?? []) {
+            onNode(node, "pgrep -x sshd >/dev/null || /usr/sbin/sshd -E /var/log/sshd.log");
+        }
+        await tearDown({ stacks: [stack], cluster: cluster ? name : undefined, workDir });
+        console.log(`fault table (${executor}): ${JSON.stringify(table.filter((row) => row.executor === executor))}`);
+    });
+
+    const imageOf = () => onNode(worker(), `docker image inspect --format '{{.Id}}' ${cluster.workloadImage}`).trim();
+    let originalImage = "";
+    const refusals: [string, () => void, RegExp, () => void][] = [
+        ["its fabric interface is down", () => onNode(worker(), `ip link set ${worker().fabricIface} down`), /node spark2: .*is down/, () => onNode(worker(), `ip link set ${worker().fabricIface} up`)],
+        [
+            "its image differs",
+            () => {
+                originalImage = imageOf();
+                onNode(worker(), `docker run --name drift --entrypoint sh ${cluster.workloadImage} -c 'echo drift > /drift' && docker commit drift ${cluster.workloadImage} >/dev/null && docker rm drift >/dev/null`);
+            },
+            /image .* differs across nodes: .*spark2/,
+            () => onNode(worker(), `docker tag ${originalImage} ${cluster.workloadImage}`),
+        ],
+        ["its model directory is missing", () => onNode(worker(), `mv ${MODEL_DIR} ${MODEL_DIR}.away`), /spark2.*model/i, () => onNode(worker(), `mv ${MODEL_DIR}.away ${MODEL_DIR}`)],
+        ["it has no GPU", () => onNode(worker(), "echo 0 > /etc/sim/gpus"), /needs 2 GPUs but the nodes have 1 \(spark1: 1, spark2: 0\)/, () => onNode(worker(), "echo 1 > /etc/sim/gpus")],
+        ["its Docker does not answer", () => onNode(worker(), "mv /var/run/docker.sock /var/run/docker.sock.away"), /node spark2: Docker does not answer/, () => onNode(worker(), "mv /var/run/docker.sock.away /var/run/docker.sock")],
+    ];
+
+    it.each(refusals)("refuses a node when %s, naming it, and converges after the fix with a plain up", async (_what, breakIt, message, fix) => {
+        breakIt();
+        try {
+            const failure = await stack.up().then(
+                () => undefined,
+                (error: Error) => error,
+            );
+            expect(failure?.message).toMatch(message);
+            expect(failure?.message).not.toContain("error serializing property");
+            // Nothing started on any host.
+            for (const node of cluster.nodes) {
+                expect(onNode(node, `docker ps -aq --filter label=vllm-fleet.stack=${name} 2>/dev/null || true`).trim()).toBe("");
+            }
+        } finally {
+            fix();
+        }
+    });
+
+    it("comes up once every host is fixed, with no --replace", async () => {
+        const start = Date.now();
+        const up = await stack.up();
+        expect(up.summary.result).toBe("succeeded");
+        endpoint = up.outputs.endpoint.value;
+        await servingAgain(cluster, endpoint, start, 5);
+        expect(onNode(head(), `docker inspect --format '{{.State.Running}} {{.HostConfig.RestartPolicy.Name}}' ${WATCHDOG_CONTAINER}`).trim()).toBe("true unless-stopped");
+    });
+
+    // A crash: the container's main process killed from the host, as the OOM killer does. (`docker
+    // kill` is a stop by hand, which Docker's restart policy respects; `up` handles that, below.)
+    const crash = (node: SimNode, container: string) => onNode(node, `kill -9 "$(docker inspect --format '{{.State.Pid}}' ${container})"`);
+    const selfHealing: [string, () => void][] = [
+        [executor === "ray" ? "Ray worker crashed" : "headless rank crashed", () => crash(worker(), serving)],
+        [executor === "ray" ? "Ray head crashed" : "rank 0 crashed", () => crash(head(), serving)],
+        ...(executor === "ray" ? ([["vllm serve killed, Ray alive", () => onNode(head(), `docker exec ${RAY_CONTAINER} pkill -9 -f "vllm serve"`)]] as [string, () => void][]) : []),
+        ["first node restarted (its Docker engine and sshd come back)", () => void execFileSync("docker", ["restart", "--time", "5", `${name}-spark0`])],
+    ];
+
+    it.each(selfHealing)("serves again by itself after: %s; the next up changes nothing", async (fault, inflict) => {
+        const before = states();
+        const start = Date.now();
+        inflict();
+        const byItself = await servingAgain(cluster, endpoint, start);
+        const again = await stack.up({ expectNoChanges: true });
+        expect(again.summary.result).toBe("succeeded");
+        table.push({ fault, executor, byItself: Math.round(byItself), restarted: restarted(before) });
+    });
+
+    const replacedByUp: [string, () => SimNode, string][] = [
+        [executor === "ray" ? "Ray worker stopped by hand (docker kill)" : "headless rank stopped by hand (docker kill)", worker, "kill"],
+        [executor === "ray" ? "Ray head container removed (docker rm -f)" : "rank 0 container removed (docker rm -f)", head, "rm -f"],
+    ];
+
+    it.each(replacedByUp)("a plain up brings back what supervision leaves alone: %s", async (fault, where, how) => {
+        const before = states();
+        onNode(where(), `docker ${how} ${serving} >/dev/null`);
+        const start = Date.now();
+        const up = await stack.up();
+        expect(up.summary.result).toBe("succeeded");
+        const viaUp = (Date.now() - start) / 1000;
+        await servingAgain(cluster, endpoint, start, viaUp + 5);
+        const what = restarted(before);
+        if (executor === "ray" && where() === worker()) {
+            // A worker alone: the head keeps running.
+            expect(states()[0]).toBe(before[0]);
+        }
+        table.push({ fault, executor, viaUp: Math.round(viaUp), restarted: `${what} (${JSON.stringify(up.summary.resourceChanges)})` });
+        await stack.up({ expectNoChanges: true });
+    });
+
+    it.runIf(executor === "ray")("a plain up starts vllm serve again when it and the watchdog are gone; Ray stays", async () => {
+        const before = states();
+        onNode(head(), `docker stop ${WATCHDOG_CONTAINER} >/dev/null && docker exec ${RAY_CONTAINER} pkill -9 -f "vllm serve"`);
+        const start = Date.now();
+        const preview = await stack.preview();
+        expect(preview.stdout).toMatch(/vllm serve is not running/);
+        const up = await stack.up();
+        const viaUp = (Date.now() - start) / 1000;
+        expect(states()).toEqual(before);
+        await servingAgain(cluster, endpoint, start, viaUp + 5);
+        table.push({ fault: "vllm serve killed, watchdog stopped", executor, viaUp: Math.round(viaUp), restarted: `vllm serve, watchdog (${JSON.stringify(up.summary.resourceChanges)})` });
+    });
+
+    it("destroy fails in bounded time naming a node whose sshd is down; a later destroy leaves nothing", async () => {
+        onNode(worker(), "pkill -x sshd || true");
+        const start = Date.now();
+        const failure = await stack.destroy().then(
+            () => undefined,
+            (error: Error) => error,
+        );
+        expect((Date.now() - start) / 1000).toBeLessThan(90);
+        expect(failure?.message).toMatch(/node spark2 \(spark@[0-9.]+:22\)/);
+        onNode(worker(), "/usr/sbin/sshd -E /var/log/sshd.log");
+        const destroy = await stack.destroy();
+        expect(destroy.summary.result).toBe("succeeded");
+        for (const node of cluster.nodes) {
+            expect(onNode(node, `docker ps -aq --filter label=vllm-fleet.stack=${name}`).trim()).toBe("");
+        }
+    });
+});
