@@ -91,6 +91,7 @@ export function realizeContainer(
                 gpus: inputs.apply((i) => i.gpus ?? ""),
                 restart: inputs.restart,
                 maxRetryCount: inputs.maxRetryCount,
+                stopSignal: inputs.stopSignal,
                 labels: inputs.labels,
                 mustRun: inputs.mustRun,
                 wait: inputs.wait,

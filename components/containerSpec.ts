@@ -41,6 +41,8 @@ export interface ContainerSpec {
     readonly restart: "no" | "on-failure" | "unless-stopped" | "always";
     /** With `on-failure`: how many times Docker restarts the container (its delay doubles each time). */
     readonly restartRetries?: number;
+    /** The signal `docker stop` (and a stopping Docker engine) sends first; undefined: the image's. */
+    readonly stopSignal?: string;
     readonly labels: Readonly<Record<string, string>>;
 }
 
@@ -78,6 +80,9 @@ export function toDockerRunArgs(spec: ContainerSpec): string[] {
         args.push("--label", `${key}=${value}`);
     }
     args.push("--restart", spec.restart === "on-failure" && spec.restartRetries !== undefined ? `on-failure:${spec.restartRetries}` : spec.restart);
+    if (spec.stopSignal !== undefined) {
+        args.push("--stop-signal", spec.stopSignal);
+    }
     if (spec.entrypoint !== undefined) {
         // `--entrypoint` takes one word; the rest of a longer entrypoint goes before the command.
         args.push(`--entrypoint=${spec.entrypoint[0] ?? ""}`);
@@ -113,6 +118,7 @@ export function specFromDockerRunArgs(args: readonly string[]): ContainerSpec {
     let gpus: "all" | undefined;
     let restart: ContainerSpec["restart"] = "no";
     let restartRetries: number | undefined;
+    let stopSignal: string | undefined;
     let entrypointHead: string | undefined;
     let index = 1;
     const value = () => {
@@ -164,6 +170,9 @@ export function specFromDockerRunArgs(args: readonly string[]): ContainerSpec {
                 labels[pair.slice(0, pair.indexOf("="))] = pair.slice(pair.indexOf("=") + 1);
                 break;
             }
+            case "--stop-signal":
+                stopSignal = value();
+                break;
             case "--restart": {
                 const [policy, retries] = value().split(":");
                 restart = policy as ContainerSpec["restart"];
@@ -193,6 +202,7 @@ export function specFromDockerRunArgs(args: readonly string[]): ContainerSpec {
         gpus,
         restart,
         ...(restartRetries === undefined ? {} : { restartRetries }),
+        ...(stopSignal === undefined ? {} : { stopSignal }),
         labels,
     };
 }
@@ -215,6 +225,7 @@ export interface DockerContainerInputs {
     readonly gpus?: string;
     readonly restart: string;
     readonly maxRetryCount?: number;
+    readonly stopSignal?: string;
     readonly labels: { label: string; value: string }[];
     readonly mustRun: boolean;
     readonly wait: boolean;
@@ -243,6 +254,7 @@ export function toDockerContainerInputs(spec: ContainerSpec): DockerContainerInp
         gpus: spec.gpus,
         restart: spec.restart,
         maxRetryCount: spec.restart === "on-failure" ? spec.restartRetries : undefined,
+        stopSignal: spec.stopSignal,
         labels: sortedEntries(spec.labels).map(([label, value]) => ({ label, value })),
         mustRun: true,
         wait: false,
@@ -273,6 +285,7 @@ export function specFromDockerContainerInputs(inputs: DockerContainerInputs): Co
         gpus: inputs.gpus === "all" ? "all" : undefined,
         restart: inputs.restart as ContainerSpec["restart"],
         ...(inputs.maxRetryCount === undefined ? {} : { restartRetries: inputs.maxRetryCount }),
+        ...(inputs.stopSignal === undefined ? {} : { stopSignal: inputs.stopSignal }),
         labels,
     };
 }

@@ -99,6 +99,10 @@ function servingContainer(config: FleetConfig, stack: string, node: PlannedNode,
         // times with a doubling delay; a restart loop that never ends leaks GB10's unified memory.
         restart: "on-failure",
         restartRetries: config.supervision.restartRetries,
+        // A Docker engine that stops (a reboot) stops its containers with this signal. vLLM exits 0
+        // on SIGTERM, which on-failure takes for a finished job and does not restart at boot; killed,
+        // the container counts as failed and comes back. (A stop by hand is never restarted.)
+        stopSignal: "SIGKILL",
         labels: { ...fleetLabels(stack, role), [REVISION_LABEL]: revision },
     };
 }

@@ -12,7 +12,7 @@
  *    as given.
  * 3. Read (resourceDockerContainerRead), which Create ends with: `entrypoint` and `command` from
  *    Config, `shm_size` = ShmSize / 1024 / 1024 (integer division), `network_mode`, `ipc_mode`,
- *    `restart` and `max_retry_count` from HostConfig, `gpus` and `ulimit` only when configured. Env and labels are not
+ *    `restart` and `max_retry_count` from HostConfig, `stop_signal` from Config, `gpus` and `ulimit` only when configured. Env and labels are not
  *    read back (the image adds its own), so the state keeps what was sent.
  * Simpler than the provider: only the fields vllm-fleet sets are modelled.
  */
@@ -31,6 +31,7 @@ export interface ContainerInputs {
     gpus?: string;
     restart?: string;
     maxRetryCount?: number;
+    stopSignal?: string;
     ulimits?: { name: string; soft: number; hard: number }[];
     volumes?: { hostPath: string; containerPath: string; readOnly: boolean }[];
     mustRun?: boolean;
@@ -76,6 +77,7 @@ export function dockerProviderState(inputs: ContainerInputs, image: ImageConfig)
         ipcMode: isSet(inputs.ipcMode) ? inputs.ipcMode : "private",
         restart: isSet(inputs.restart) ? inputs.restart : "no",
         maxRetryCount: isSet(inputs.maxRetryCount) ? inputs.maxRetryCount : 0,
+        stopSignal: isSet(inputs.stopSignal) ? inputs.stopSignal : "",
     };
 }
 
