@@ -2,6 +2,8 @@
 # The project's entry points (package.json scripts; the README's two commands):
 #   npm test        set up everything on this machine, then run every test
 #   npm run demo    set up everything, bring up the simulated Sparks and run the deployment on them
+#   npm run cli     set up everything, then run the CLI-path suite (test/cli; skipped, saying why,
+#                   without pulumi-language-nodejs and the command and docker provider plugins)
 # Setup is idempotent and cached: node modules, the Docker engine, the Pulumi toolchain, the images.
 set -euo pipefail
 
@@ -34,12 +36,15 @@ setup() {
 
 passed=0
 failed=0
+skipped=0
 # count_vitest FILE: adds the counts of a vitest JSON report to the totals.
 count_vitest() {
-  local counts
-  counts=$(node -e 'const r=require(process.argv[1]);console.log(r.numPassedTests, r.numFailedTests + (r.numRuntimeErrors||0))' "$1" 2>/dev/null || echo "0 1")
-  passed=$((passed + ${counts% *}))
-  failed=$((failed + ${counts#* }))
+  local counts p f s
+  counts=$(node -e 'const r=require(process.argv[1]);console.log(r.numPassedTests, r.numFailedTests + (r.numRuntimeErrors||0), (r.numPendingTests||0) + (r.numTodoTests||0))' "$1" 2>/dev/null || echo "0 1 0")
+  read -r p f s <<<"$counts"
+  passed=$((passed + p))
+  failed=$((failed + f))
+  skipped=$((skipped + s))
 }
 # count_plain LOG: adds the counts of a closing line "N passed, M failed".
 count_plain() {
@@ -71,8 +76,16 @@ run_tests() {
   npx vitest run --config test/vitest.e2e.config.ts --reporter=default --reporter=json --outputFile.json="$reports/e2e.json" || status=1
   count_vitest "$reports/e2e.json"
 
+  say "CLI path (pulumi CLI, language host, command and docker providers)"
+  npx vitest run --config test/vitest.cli.config.ts --reporter=default --reporter=json --outputFile.json="$reports/cli.json" 2>&1 | tee "$reports/cli.log" || status=1
+  count_vitest "$reports/cli.json"
+  local cli_skipped
+  cli_skipped=$(grep -m 1 -o 'CLI suite skipped: .*' "$reports/cli.log" || true)
+
   rm -rf "$reports"
   say "summary"
+  if [ "$skipped" -gt 0 ]; then echo "$skipped skipped"; fi
+  if [ -n "$cli_skipped" ]; then echo "$cli_skipped"; fi
   echo "$passed passed, $failed failed"
   [ "$status" = 0 ] && [ "$failed" = 0 ]
 }
@@ -90,6 +103,10 @@ case "$mode" in
     setup
     npx vitest run --config test/vitest.e2e.config.ts
     ;;
+  cli)
+    setup
+    npx vitest run --config test/vitest.cli.config.ts
+    ;;
   bench)
     setup
     bash test/bench/run.sh "${@:2}"
@@ -98,7 +115,7 @@ case "$mode" in
     setup
     ;;
   *)
-    echo "usage: $0 test|demo|e2e|bench|setup" >&2
+    echo "usage: $0 test|demo|e2e|cli|bench|setup" >&2
     exit 2
     ;;
 esac

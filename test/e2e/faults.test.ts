@@ -13,11 +13,8 @@
 import { execFileSync } from "child_process";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Stack } from "@pulumi/pulumi/automation";
-import { openStack } from "../../infra/automation";
 import { RAY_CONTAINER, VLLM_CONTAINER, WATCHDOG_CONTAINER } from "../../infra/plan";
-import { SimCluster, SimNode, complete, onNode, putTinyModel, simStackConfig, simUp, tearDown, tempWorkspace } from "./simCluster";
-
-const MODEL_DIR = "/home/spark/models/tiny-moe";
+import { SimCluster, SimNode, TINY_MODEL_DIR as MODEL_DIR, complete, onNode, simDeployment, tearDown } from "./simCluster";
 /** Within this a simulated cluster must serve again on its own. */
 const SELF_HEAL_SECONDS = 120;
 
@@ -71,19 +68,11 @@ describe.each([
         cluster.nodes.flatMap((_, index) => (states()[index] !== before[index] ? [`spark${index + 1}:${serving}`] : [])).join(", ") || "nothing";
 
     beforeAll(async () => {
-        cluster = await simUp(name, 2);
-        putTinyModel(cluster, MODEL_DIR);
-        const workspace = tempWorkspace(`vllm-fleet-${name}-`);
-        workDir = workspace.dir;
-        stack = await openStack(name, {
-            workDir,
-            envVars: workspace.envVars,
-            config: simStackConfig(cluster, MODEL_DIR, {
-                executor,
-                // Short probes for the simulated cluster; the default is every 10 s, 3 failures.
-                supervision: { probeIntervalSeconds: 3, failuresBeforeRestart: 2, maxRestarts: 10, restartWindowSeconds: 3600 },
-            }),
-        });
+        ({ cluster, stack, workDir } = await simDeployment(name, 2, {
+            executor,
+            // Short probes for the simulated cluster; the default is every 10 s, 3 failures.
+            supervision: { probeIntervalSeconds: 3, failuresBeforeRestart: 2, maxRestarts: 10, restartWindowSeconds: 3600 },
+        }));
     });
 
     afterAll(async () => {

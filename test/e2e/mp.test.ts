@@ -4,13 +4,11 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Stack } from "@pulumi/pulumi/automation";
-import { openStack } from "../../infra/automation";
-import { SimCluster, complete, onNode, putTinyModel, simStackConfig, simUp, tearDown, tempWorkspace } from "./simCluster";
+import { SimCluster, complete, onNode, simDeployment, tearDown } from "./simCluster";
 
-const MODEL_DIR = "/home/spark/models/tiny-moe";
-
+/** The serving container running on each node (the watchdog beside them left out). */
 function servingContainers(cluster: SimCluster): string[] {
-    return cluster.nodes.map((node) => onNode(node, "docker ps --format '{{.Names}}'").trim());
+    return cluster.nodes.map((node) => onNode(node, "docker ps --format '{{.Names}}' | grep -v watchdog || true").trim());
 }
 
 describe.each([
@@ -22,15 +20,7 @@ describe.each([
     let workDir: string;
 
     beforeAll(async () => {
-        cluster = await simUp(name, nodes);
-        putTinyModel(cluster, MODEL_DIR);
-        const workspace = tempWorkspace(`vllm-fleet-${name}-`);
-        workDir = workspace.dir;
-        stack = await openStack(name, {
-            workDir,
-            envVars: workspace.envVars,
-            config: simStackConfig(cluster, MODEL_DIR, { executor: "mp", parallelism: { tensor: nodes } }),
-        });
+        ({ cluster, stack, workDir } = await simDeployment(name, nodes, { executor: "mp", parallelism: { tensor: nodes } }));
     });
 
     afterAll(async () => {
@@ -65,18 +55,14 @@ describe("switching a running stack from the Ray executor to mp", () => {
     let workDir: string;
 
     beforeAll(async () => {
-        cluster = await simUp(name, 2);
-        putTinyModel(cluster, MODEL_DIR);
-        const workspace = tempWorkspace(`vllm-fleet-${name}-`);
-        workDir = workspace.dir;
-        stack = await openStack(name, { workDir, envVars: workspace.envVars, config: simStackConfig(cluster, MODEL_DIR) });
+        ({ cluster, stack, workDir } = await simDeployment(name, 2));
     });
 
     afterAll(async () => {
         await tearDown({ stacks: [stack], cluster: cluster ? name : undefined, workDir });
     });
 
-    it("previews and applies as a replacement of the serving resources only", async () => {
+    it("previews and applies as a replacement of each node's serving container, the old one removed first", async () => {
         expect((await stack.up()).summary.result).toBe("succeeded");
         expect(servingContainers(cluster)).toEqual(["vllm-fleet-ray", "vllm-fleet-ray"]);
 
@@ -94,10 +80,12 @@ describe("switching a running stack from the Ray executor to mp", () => {
                 .filter((event) => event.op === op)
                 .map((event) => event.urn.split("::").pop()!)
                 .sort();
-        // The nodes (and their probes) stay; the Ray cluster goes; the mp ranks come.
-        expect(changed("delete")).toEqual(["ray", "ray-ready", "ray-spark1-ray-head", "ray-spark1-ray-joined", "ray-spark2-ray-joined", "ray-spark2-ray-worker", "vllm-serve"]);
-        expect(changed("create")).toEqual(["vllm-ready", "vllm-spark1-rank0", "vllm-spark2-rank1"]);
-        expect(preview.changeSummary.same).toBeGreaterThanOrEqual(6);
+        // The nodes stay; each node's Ray container is replaced by its vLLM rank (one resource under
+        // two names: the old container goes first, it holds the GPU); the rest of the Ray cluster
+        // goes; the watchdog is replaced (it now watches rank 0).
+        expect(changed("delete")).toEqual(["ray", "ray-ready", "ray-spark1-ray-joined", "ray-spark2-ray-joined", "vllm-serve"]);
+        expect(changed("replace")).toEqual(["vllm-spark1-rank0", "vllm-spark2-rank1", "vllm-watchdog"]);
+        expect(changed("create")).toEqual(["vllm-ready"]);
 
         const up = await stack.up();
         expect(up.summary.result).toBe("succeeded");

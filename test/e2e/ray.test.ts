@@ -6,9 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Stack } from "@pulumi/pulumi/automation";
 import { openStack } from "../../infra/automation";
 import { RAY_CONTAINER } from "../../infra/plan";
-import { SimCluster, complete, onNode, putTinyModel, simStackConfig, simUp, tearDown, tempWorkspace } from "./simCluster";
-
-const MODEL_DIR = "/home/spark/models/tiny-moe";
+import { SimCluster, TINY_MODEL_DIR as MODEL_DIR, complete, onNode, simDeployment, simStackConfig, tearDown } from "./simCluster";
 const timings: Record<string, number> = {};
 
 async function timed<T>(label: string, action: () => Promise<T>): Promise<T> {
@@ -40,16 +38,7 @@ describe.each([
     let envVars: Record<string, string>;
 
     beforeAll(async () => {
-        cluster = await simUp(name, nodes);
-        putTinyModel(cluster, MODEL_DIR);
-        const workspace = tempWorkspace(`vllm-fleet-${name}-`);
-        workDir = workspace.dir;
-        envVars = workspace.envVars;
-        stack = await openStack(name, {
-            workDir,
-            envVars,
-            config: simStackConfig(cluster, MODEL_DIR, { parallelism: { tensor: nodes } }),
-        });
+        ({ cluster, stack, workDir, envVars } = await simDeployment(name, nodes, { parallelism: { tensor: nodes } }));
     });
 
     afterAll(async () => {

@@ -8,6 +8,7 @@ import * as fs from "fs";
 import * as os from "os";
 import * as path from "path";
 import { ConfigMap, Stack } from "@pulumi/pulumi/automation";
+import { openStack } from "../../infra/automation";
 import { findProjectRoot } from "../../infra/project";
 
 // From the project root, so that compiled code (bin/, e.g. the benchmark) finds the same files.
@@ -138,6 +139,29 @@ export function simStackConfig(cluster: SimCluster, modelDir: string, extra: Rec
         config[`vllm-fleet:${key}`] = { value: typeof value === "string" ? value : JSON.stringify(value) };
     }
     return config;
+}
+
+/** The tiny model's directory on every simulated node (putTinyModel). */
+export const TINY_MODEL_DIR = "/home/spark/models/tiny-moe";
+
+/** A simulated cluster with the tiny model on every node, and a stack of the program for it. */
+export interface SimDeployment {
+    readonly cluster: SimCluster;
+    readonly stack: Stack;
+    readonly workDir: string;
+    readonly envVars: Record<string, string>;
+}
+
+/**
+ * Brings up `nodes` simulated Sparks as cluster `name`, puts the tiny model on each and opens stack
+ * `name` in a temporary workspace with simStackConfig plus `extra`. Tear down with tearDown.
+ */
+export async function simDeployment(name: string, nodes: number, extra: Record<string, unknown> = {}): Promise<SimDeployment> {
+    const cluster = await simUp(name, nodes);
+    putTinyModel(cluster, TINY_MODEL_DIR);
+    const { dir, envVars } = tempWorkspace(`vllm-fleet-${name}-`);
+    const stack = await openStack(name, { workDir: dir, envVars, config: simStackConfig(cluster, TINY_MODEL_DIR, extra) });
+    return { cluster, stack, workDir: dir, envVars };
 }
 
 /** A temporary Pulumi workspace whose dynamic resources can load @pulumi/pulumi. */
