@@ -12,7 +12,7 @@ export interface RealizedContainer {
     readonly revision: pulumi.Output<string>;
 }
 
-/** The Pulumi names of the two components that own serving containers (see servingContainerAliases). */
+/** The Pulumi names of the two components that own serving containers. */
 export const RAY_CLUSTER_NAME = "ray";
 export const VLLM_SERVICE_NAME = "vllm";
 
@@ -21,17 +21,8 @@ export function servingContainerName(executor: "ray" | "mp", nodeName: string, i
     return executor === "ray" ? `${RAY_CLUSTER_NAME}-${nodeName}-ray-${index === 0 ? "head" : "worker"}` : `${VLLM_SERVICE_NAME}-${nodeName}-rank${index}`;
 }
 
-/**
- * A node's serving container is one resource whichever executor runs it: the Ray container under
- * `ray` and the vLLM rank under `mp` alias each other. Switching the executor then replaces the
- * container (the old one removed first: it holds the GPU) instead of creating the new one beside it
- * and deleting the old one at the end of the update, which is what Pulumi does with a resource that
- * merely left the program. The same holds for both drivers.
- */
-export function servingContainerAliases(executor: "ray" | "mp", nodeName: string, index: number): pulumi.Alias[] {
-    const other = executor === "ray" ? "mp" : "ray";
-    const otherParent = other === "ray" ? pulumi.createUrn(RAY_CLUSTER_NAME, "vllm-fleet:ray:RayCluster") : pulumi.createUrn(VLLM_SERVICE_NAME, "vllm-fleet:vllm:VllmService");
-    return [{ name: servingContainerName(other, nodeName, index), parent: otherParent }];
+function toArray(value: pulumi.CustomResourceOptions["dependsOn"]): pulumi.Input<pulumi.Resource>[] {
+    return value === undefined ? [] : Array.isArray(value) ? value : [value as pulumi.Input<pulumi.Resource>];
 }
 
 /** The id a `container-run.sh` printed (`container-id <id>`). */
@@ -40,8 +31,13 @@ export function containerIdFromRunOutput(stdout: string): string {
     return line ? line.slice("container-id ".length).trim() : "";
 }
 
-/** How the ssh driver starts a container. */
+/** How a container is started. */
 export interface StartOptions {
+    /**
+     * Containers to remove before this one starts: the other executor's serving container, which
+     * holds the GPU. Pulumi would delete it only at the end of the update, after this one started.
+     */
+    readonly removeFirst?: readonly string[];
     /**
      * Seconds the new container must stay up before its step succeeds (default 2). 0 when a later
      * step on the same node watches it anyway (the Ray join wait), so no time is spent waiting.
@@ -52,7 +48,12 @@ export interface StartOptions {
 /** `create` and `delete` command lines of the ssh driver for a spec. */
 export function sshDriverCommands(spec: ContainerSpec, start: StartOptions = {}): { create: string; delete: string } {
     return {
-        create: scriptProgram("container-run", { NAME: spec.name, RUN_ARGS: toDockerRunArgs(spec), WATCH_SECONDS: start.watchSeconds ?? 2 }),
+        create: scriptProgram("container-run", {
+            NAME: spec.name,
+            RUN_ARGS: toDockerRunArgs(spec),
+            REMOVE_FIRST: (start.removeFirst ?? []).filter((name) => name !== spec.name),
+            WATCH_SECONDS: start.watchSeconds ?? 2,
+        }),
         delete: scriptProgram("container-remove", { NAME: spec.name }),
     };
 }
@@ -75,6 +76,26 @@ export function realizeContainer(
             throw new Error(`node ${node.nodeName} has no Docker provider (containerDriver docker)`);
         }
         const inputs = spec.apply(toDockerContainerInputs);
+        // The Docker provider has no "remove that one first": a step of our own does it, created
+        // with this container (a switch of executor makes both new), before it.
+        const removeFirst = (start.removeFirst ?? []).length
+            ? [
+                  hostCommand(
+                      runner,
+                      `${name}-remove-first`,
+                      {
+                          connection: node.connection,
+                          create: inputs.name.apply((own) =>
+                              (start.removeFirst ?? [])
+                                  .filter((other) => other !== own)
+                                  .map((other) => scriptProgram("container-remove", { NAME: other }))
+                                  .join("\n"),
+                          ),
+                      },
+                      opts,
+                  ).resource,
+              ]
+            : [];
         const container = new docker.Container(
             name,
             {
@@ -96,7 +117,7 @@ export function realizeContainer(
                 mustRun: inputs.mustRun,
                 wait: inputs.wait,
             },
-            { ...opts, provider: node.dockerProvider, deleteBeforeReplace: true },
+            { ...opts, provider: node.dockerProvider, deleteBeforeReplace: true, dependsOn: [...toArray(opts.dependsOn), ...removeFirst] },
         );
         return { resource: container, revision: container.id };
     }

@@ -1,7 +1,7 @@
 import * as pulumi from "@pulumi/pulumi";
 import { FleetConfig } from "../infra/config";
-import { PlannedNode, RAY_CONTAINER, gpusNeeded, rayContainerSpec } from "../infra/plan";
-import { realizeContainer, servingContainerAliases, servingContainerName } from "./container";
+import { PlannedNode, RAY_CONTAINER, SERVING_CONTAINERS, gpusNeeded, rayContainerSpec } from "../infra/plan";
+import { realizeContainer, servingContainerName } from "./container";
 import { hostCommand } from "./hostCommand";
 import { SparkNode } from "./sparkNode";
 import { scriptProgram } from "./shell";
@@ -61,9 +61,9 @@ export class RayCluster extends pulumi.ComponentResource {
                 servingContainerName("ray", node.nodeName, index),
                 node,
                 spec,
-                { parent: this, aliases: servingContainerAliases("ray", node.nodeName, index) },
+                { parent: this },
                 // The join wait below watches the container.
-                { watchSeconds: 0 },
+                { removeFirst: SERVING_CONTAINERS, watchSeconds: 0 },
             );
             const join = hostCommand(
                 config.commandRunner,

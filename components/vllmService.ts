@@ -1,8 +1,8 @@
 import * as pulumi from "@pulumi/pulumi";
 import { FleetConfig } from "../infra/config";
 import { Reconciliation } from "../infra/observe";
-import { PlannedNode, RAY_CONTAINER, RAY_SERVE_LOG, VLLM_CONTAINER, mpRankSpec, vllmServeArgs, watchdogSpec } from "../infra/plan";
-import { realizeContainer, servingContainerAliases, servingContainerName } from "./container";
+import { PlannedNode, RAY_CONTAINER, RAY_SERVE_LOG, SERVING_CONTAINERS, VLLM_CONTAINER, mpRankSpec, vllmServeArgs, watchdogSpec } from "../infra/plan";
+import { realizeContainer, servingContainerName } from "./container";
 import { hostCommand } from "./hostCommand";
 import { RayCluster } from "./rayCluster";
 import { SparkNode } from "./sparkNode";
@@ -106,9 +106,9 @@ export class VllmService extends pulumi.ComponentResource {
                     servingContainerName("mp", node.nodeName, index),
                     node,
                     spec,
-                    { parent: this, aliases: servingContainerAliases("mp", node.nodeName, index) },
+                    { parent: this },
                     // Nothing else watches a headless rank on its node: it must stay up a moment.
-                    { watchSeconds: 2 },
+                    { removeFirst: SERVING_CONTAINERS, watchSeconds: 2 },
                 );
                 revisions.push(container.revision);
                 containers.push(container.resource);

@@ -58,6 +58,9 @@ export const RAY_CONTAINER = "vllm-fleet-ray";
 /** The container that runs one node's vLLM ranks (`mp` executor). */
 export const VLLM_CONTAINER = "vllm-fleet-vllm";
 
+/** The serving containers of both executors: starting one kind first removes the other. */
+export const SERVING_CONTAINERS = [RAY_CONTAINER, VLLM_CONTAINER] as const;
+
 /** The container of the watchdog on the first node (components/scripts/watchdog.py). */
 export const WATCHDOG_CONTAINER = "vllm-fleet-watchdog";
 

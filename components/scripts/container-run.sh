@@ -1,15 +1,20 @@
 #!/usr/bin/env bash
 # Starts one container from its docker run arguments (see components/containerSpec.ts).
 # Inputs: NAME (container name), RUN_ARGS (array: the arguments after `docker`),
+#         REMOVE_FIRST (array: containers to remove before starting, may be empty),
 #         WATCH_SECONDS (how long the new container must stay up before this step succeeds: 0 when
 #         the step that follows on this node watches it anyway, as the Ray join wait does).
-# A stale container of the same name (an earlier failed run) is removed first, so a retry converges.
+# A stale container of the same name (an earlier failed run) is removed first, so a retry converges;
+# so are the REMOVE_FIRST ones (the other executor's serving containers, which hold the GPU).
 # Prints the new container's id; fails with the container's log tail if it does not stay up.
 set -euo pipefail
 
-if docker inspect "$NAME" >/dev/null 2>&1; then
-  docker rm -f "$NAME" >/dev/null
-fi
+for name in "$NAME" "${REMOVE_FIRST[@]}"; do
+  if docker inspect "$name" >/dev/null 2>&1; then
+    docker rm -f "$name" >/dev/null
+    [ "$name" = "$NAME" ] || echo "removed $name first (it held the GPU)"
+  fi
+done
 id="$(docker "${RUN_ARGS[@]}")"
 # Looked at right away, then every half second for WATCH_SECONDS.
 for ((check = 0; ; check++)); do

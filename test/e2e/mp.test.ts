@@ -62,7 +62,7 @@ describe("switching a running stack from the Ray executor to mp", () => {
         await tearDown({ stacks: [stack], cluster: cluster ? name : undefined, workDir });
     });
 
-    it("previews and applies as a replacement of each node's serving container, the old one removed first", async () => {
+    it("previews and applies as a replacement of the serving resources only, each node's Ray container removed first", async () => {
         expect((await stack.up()).summary.result).toBe("succeeded");
         expect(servingContainers(cluster)).toEqual(["vllm-fleet-ray", "vllm-fleet-ray"]);
 
@@ -75,17 +75,12 @@ describe("switching a running stack from the Ray executor to mp", () => {
                 }
             },
         });
-        const changed = (op: string) =>
-            events
-                .filter((event) => event.op === op)
-                .map((event) => event.urn.split("::").pop()!)
-                .sort();
-        // The nodes stay; each node's Ray container is replaced by its vLLM rank (one resource under
-        // two names: the old container goes first, it holds the GPU); the rest of the Ray cluster
-        // goes; the watchdog is replaced (it now watches rank 0).
-        expect(changed("delete")).toEqual(["ray", "ray-ready", "ray-spark1-ray-joined", "ray-spark2-ray-joined", "vllm-serve"]);
-        expect(changed("replace")).toEqual(["vllm-spark1-rank0", "vllm-spark2-rank1", "vllm-watchdog"]);
-        expect(changed("create")).toEqual(["vllm-ready"]);
+        const changed = (op: string) => [...new Set(events.filter((event) => event.op === op).map((event) => event.urn.split("::").pop()!))].sort();
+        // The nodes stay; the Ray cluster goes; the mp ranks come (each removes its node's Ray
+        // container first: it holds the GPU); the watchdog is replaced (it now watches rank 0).
+        expect(changed("delete")).toEqual(["ray", "ray-ready", "ray-spark1-ray-head", "ray-spark1-ray-joined", "ray-spark2-ray-joined", "ray-spark2-ray-worker", "vllm-serve"]);
+        expect(changed("create")).toEqual(["vllm-ready", "vllm-spark1-rank0", "vllm-spark2-rank1"]);
+        expect(changed("replace")).toEqual(["vllm-watchdog"]);
 
         const up = await stack.up();
         expect(up.summary.result).toBe("succeeded");

@@ -288,12 +288,10 @@ describe("the mp executor (vLLM's native multi-node)", async () => {
         expect(tail(rank0).join(" ")).not.toContain("sk-test-key");
     });
 
-    it("is the same resource as the Ray container of its node, so switching executor replaces it (the old one removed first)", () => {
-        // The engine resolves an alias spec (name, parent) with the resource's own type.
-        const aliasOf = (name: string) => run.byName(name).aliases.map((alias) => JSON.parse(alias).spec);
-        const rayCluster = "urn:pulumi:unit::vllm-fleet::vllm-fleet:ray:RayCluster::ray";
-        expect(aliasOf("vllm-spark1-rank0")).toEqual([expect.objectContaining({ name: "ray-spark1-ray-head", parenturn: rayCluster })]);
-        expect(aliasOf("vllm-spark2-rank1")).toEqual([expect.objectContaining({ name: "ray-spark2-ray-worker", parenturn: rayCluster })]);
+    it("removes the other executor's container first, which would hold the GPU", () => {
+        const calls = dockerCalls(unsecret(run.byName("vllm-spark2-rank1").inputs.create));
+        const removals = calls.filter((args) => args[0] === "rm").map((args) => args[args.length - 1]);
+        expect(removals).toEqual(["vllm-fleet-vllm", "vllm-fleet-ray"]);
     });
 
     it("watches a headless rank for two seconds after its start (nothing else on its node does)", () => {

@@ -85,7 +85,8 @@ describe("remote.Command keeps what the program sends", async () => {
     });
 
     it("runs short command lines; the programs travel on standard input", () => {
-        expect(commands.length).toBe(4);
+        // join waits, the gate, vllm serve, and a remove-first step per Docker container.
+        expect(commands.length).toBe(6);
         for (const resource of commands) {
             const inputs = unsecret(resource.inputs);
             expect(inputs.create).toBe(runFromStdin("create"));
@@ -132,6 +133,18 @@ describe("the Docker provider reaches a node like every other path", async () =>
         const open = await runProgram({ ...users, nodes: sparkDuo.nodes }, probe);
         const openOptions = sshOptsOf(unsecret(open.byName("spark1-docker").inputs));
         expect(openOptions).toEqual(expect.arrayContaining(["StrictHostKeyChecking=no", "UserKnownHostsFile=/dev/null"]));
+    });
+});
+
+describe("the Docker driver removes the other executor's container first", async () => {
+    const run = await runProgram({ ...users, executor: "mp" }, probe);
+
+    it("in a step of its own, before the container, on the same node", () => {
+        const step = run.byName("vllm-spark2-rank1-remove-first");
+        expect(run.byName("vllm-spark2-rank1").dependencies).toContain(step.urn);
+        const stdin = unsecret(unsecret(step.inputs).stdin) as string;
+        expect(stdin).toContain("vllm-fleet-ray");
+        expect(unsecret(unsecret(step.inputs).connection).host).toBe("10.1.230.181");
     });
 });
 
