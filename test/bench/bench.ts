@@ -408,9 +408,11 @@ async function round(deployment: Deployment, run: number, measurements: Measurem
     const endpoint = String(change.up.outputs.endpoint?.value ?? "");
     const models = (await (await fetch(`${endpoint}/models`)).json()) as { data: { max_model_len?: number }[] };
     const servedLength = models.data[0]?.max_model_len;
+    // vllm serve restarts in place; the watchdog (which carries the serve arguments) is replaced.
+    const byName = Object.fromEntries(changed.map(([name, ops]) => [name, ops.join()]));
     check(
-        "vLLM-only change updates vllm-serve alone and takes effect",
-        changed.length === 1 && changed[0][0] === "vllm-serve" && changed[0][1].join() === "update" && servedLength === CHANGED_VLLM.maxModelLen,
+        "vLLM-only change updates vllm-serve, replaces the watchdog, nothing else, and takes effect",
+        changed.length === 2 && byName["vllm-serve"] === "update" && /replace/.test(byName["vllm-watchdog"] ?? "") && servedLength === CHANGED_VLLM.maxModelLen,
         `changed: ${changed.map(([name, ops]) => `${name} ${ops.join(",")}`).join("; ")} (provider: ${change.record.providerOps.join(",")}); ` +
             `served max_model_len ${servedLength}`,
     );
