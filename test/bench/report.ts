@@ -44,7 +44,7 @@ export interface CpuUse {
 export interface Check {
     readonly nodes: number;
     readonly run: number;
-    /** e.g. `no-op up runs nothing on any host`. */
+    /** e.g. `no-op up reads each node once and changes nothing`. */
     readonly name: string;
     readonly passed: boolean;
     readonly detail: string;
@@ -139,7 +139,7 @@ function checksPassed(checks: readonly Check[], name: string, nodes?: number): {
 /**
  * The targets of issue 6, ratios taken between medians of this run of the benchmark:
  * cold up largest/smallest ≤ 1.3; cold up default/--parallel 1 ≤ 0.5 (largest node count);
- * no-op up/cold up ≤ 0.15 and nothing run on any host; vLLM-only change/cold up ≤ 0.5 and no Ray
+ * no-op up/cold up ≤ 0.15 and each node only read (one SSH session); vLLM-only change/cold up ≤ 0.5 and no Ray
  * container restarted; wall time outside the critical path ≤ 25% of a cold up.
  */
 export function evaluateTargets(inputs: TargetInputs): TargetResult[] {
@@ -167,10 +167,10 @@ export function evaluateTargets(inputs: TargetInputs): TargetResult[] {
         ),
     );
     for (const nodes of counts) {
-        const hosts = checksPassed(checks, "no-op up runs nothing on any host", nodes);
+        const hosts = checksPassed(checks, "no-op up reads each node once and changes nothing", nodes);
         results.push(
             target(
-                `no-op up / cold up, ${nodes} nodes; nothing runs on any host`,
+                `no-op up / cold up, ${nodes} nodes; each node only read, once`,
                 ratio(medians[nodes]?.upNoChange, medians[nodes]?.coldUp),
                 0.15,
                 `${medians[nodes]?.upNoChange?.toFixed(1)} s / ${medians[nodes]?.coldUp?.toFixed(1)} s; ${hosts.detail}`,

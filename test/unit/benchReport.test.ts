@@ -13,7 +13,7 @@ describe("the benchmark's targets", () => {
     ];
     const checks = (passed: boolean): Check[] =>
         [2, 4].flatMap((nodes) => [
-            { nodes, run: 1, name: "no-op up runs nothing on any host", passed, detail: passed ? "" : "ssh logins 3,3 -> 4,3" },
+            { nodes, run: 1, name: "no-op up reads each node once and changes nothing", passed, detail: passed ? "" : "ssh logins 3,3 -> 5,4" },
             { nodes, run: 1, name: "vLLM-only change restarts no Ray container", passed: true, detail: "" },
         ]);
     const evaluate = (passed: boolean) =>
