@@ -134,7 +134,7 @@ export class VllmService extends pulumi.ComponentResource {
                 const watchdog = watchdogSpec(config, args.stack, readScript("watchdog.py"), args.reconciliation.watchdogRevision);
                 return key ? { ...watchdog, env: { ...watchdog.env, VLLM_API_KEY: key } } : watchdog;
             });
-            realizeContainer(config.containerDriver, config.commandRunner, `${name}-watchdog`, head, spec, { parent: this, dependsOn: [served] }, { watchSeconds: 1 });
+            realizeContainer(config.containerDriver, config.commandRunner, `${name}-watchdog`, head, spec, { parent: this, dependsOn: [served] }, { watchSeconds: 0 });
         }
 
         const host = head.connection.host.includes(":") ? `[${head.connection.host}]` : head.connection.host;
