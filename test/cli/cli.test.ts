@@ -26,7 +26,7 @@ import { EngineEvent, LocalWorkspace, Stack } from "@pulumi/pulumi/automation";
 import { servingContainerName } from "../../components/container";
 import { RAY_CONTAINER, VLLM_CONTAINER } from "../../infra/plan";
 import { findProjectRoot } from "../../infra/project";
-import { SimCluster, complete, onNode, putTinyModel, simStackConfig, simUp, tearDown } from "../e2e/simCluster";
+import { SimCluster, complete, onNode, putTinyModel, simStackConfig, simUp, tearDown, timer } from "../e2e/simCluster";
 
 const REPO_ROOT = findProjectRoot(__dirname);
 const MODEL_DIR = "/home/spark/models/tiny-moe";
@@ -106,14 +106,7 @@ describe.skipIf(missing !== undefined).each([
     let stack: Stack | undefined;
     let tempDir: string | undefined;
 
-    async function timed<T>(label: string, action: () => Promise<T>): Promise<T> {
-        const start = Date.now();
-        try {
-            return await action();
-        } finally {
-            timings[label] = (Date.now() - start) / 1000;
-        }
-    }
+    const timed = timer(timings);
 
     /** The id of the serving container on every node. */
     function servingIds(): string[] {

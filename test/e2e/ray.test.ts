@@ -6,17 +6,9 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Stack } from "@pulumi/pulumi/automation";
 import { openStack } from "../../infra/automation";
 import { RAY_CONTAINER } from "../../infra/plan";
-import { SimCluster, TINY_MODEL_DIR as MODEL_DIR, complete, onNode, simDeployment, simStackConfig, tearDown } from "./simCluster";
+import { SimCluster, TINY_MODEL_DIR as MODEL_DIR, complete, onNode, simDeployment, simStackConfig, tearDown, timer } from "./simCluster";
 const timings: Record<string, number> = {};
-
-async function timed<T>(label: string, action: () => Promise<T>): Promise<T> {
-    const start = Date.now();
-    try {
-        return await action();
-    } finally {
-        timings[label] = (Date.now() - start) / 1000;
-    }
-}
+const timed = timer(timings);
 
 /** The node IPs the Ray cluster itself reports (NodeManagerAddress of every live node). */
 function rayNodeIps(cluster: SimCluster): string[] {

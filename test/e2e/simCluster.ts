@@ -141,6 +141,18 @@ export function simStackConfig(cluster: SimCluster, modelDir: string, extra: Rec
     return config;
 }
 
+/** `timed(label, action)`: runs `action` and records its seconds in `timings` under `label`. */
+export function timer(timings: Record<string, number>): <T>(label: string, action: () => Promise<T>) => Promise<T> {
+    return async (label, action) => {
+        const start = Date.now();
+        try {
+            return await action();
+        } finally {
+            timings[label] = (Date.now() - start) / 1000;
+        }
+    };
+}
+
 /** The tiny model's directory on every simulated node (putTinyModel). */
 export const TINY_MODEL_DIR = "/home/spark/models/tiny-moe";
 
