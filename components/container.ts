@@ -45,7 +45,7 @@ export interface StartOptions {
     readonly watchSeconds?: number;
 }
 
-/** `create` and `delete` command lines of the ssh driver for a spec. */
+/** The `create` and `delete` programs of the ssh driver for a spec. */
 export function sshDriverCommands(spec: ContainerSpec, start: StartOptions = {}): { create: string; delete: string } {
     return {
         create: scriptProgram("container-run", {
@@ -60,7 +60,8 @@ export function sshDriverCommands(spec: ContainerSpec, start: StartOptions = {})
 
 /**
  * Realizes `spec` on `node` with the chosen driver. Any change of the spec replaces the container
- * (removed first: the name is fixed). `start` says how the ssh driver starts it.
+ * (removed first: the name is fixed). `start` says what goes first (both drivers) and how long the
+ * ssh driver watches the new container.
  */
 export function realizeContainer(
     driver: "docker" | "ssh",
