@@ -42,7 +42,7 @@ describe("preflight and image copy on 2 simulated Sparks", () => {
     });
 
     afterAll(async () => {
-        await tearDown({ stacks, cluster: cluster ? name : undefined, workDir: workspace?.dir });
+        await tearDown({ stacks, cluster: name, workDir: workspace?.dir });
     });
 
     it("refuses a node whose image differs, then fixes it by copying from the first node", async () => {

@@ -80,7 +80,7 @@ describe.each([
         for (const node of cluster?.nodes ?? []) {
             onNode(node, "pgrep -x sshd >/dev/null || /usr/sbin/sshd -E /var/log/sshd.log");
         }
-        await tearDown({ stacks: [stack], cluster: cluster ? name : undefined, workDir });
+        await tearDown({ stacks: [stack], cluster: name, workDir });
         console.log(`fault table (${executor}): ${JSON.stringify(table.filter((row) => row.executor === executor))}`);
     });
 

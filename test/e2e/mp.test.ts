@@ -24,7 +24,7 @@ describe.each([
     });
 
     afterAll(async () => {
-        await tearDown({ stacks: [stack], cluster: cluster ? name : undefined, workDir });
+        await tearDown({ stacks: [stack], cluster: name, workDir });
     });
 
     it("comes up with rank 0 and headless ranks answering on their fabric addresses", async () => {
@@ -59,7 +59,7 @@ describe("switching a running stack from the Ray executor to mp", () => {
     });
 
     afterAll(async () => {
-        await tearDown({ stacks: [stack], cluster: cluster ? name : undefined, workDir });
+        await tearDown({ stacks: [stack], cluster: name, workDir });
     });
 
     it("previews and applies as a replacement of the serving resources only, each node's Ray container removed first", async () => {

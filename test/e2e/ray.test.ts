@@ -34,7 +34,7 @@ describe.each([
     });
 
     afterAll(async () => {
-        await tearDown({ stacks: [stack], cluster: cluster ? name : undefined, workDir });
+        await tearDown({ stacks: [stack], cluster: name, workDir });
         console.log(`timings (s) for ${nodes} nodes: ${JSON.stringify(timings)}`);
     });
 

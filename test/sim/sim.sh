@@ -372,12 +372,16 @@ cmd_up() {
 
   if ((load)); then
     local tarball
-    tarball="$(sim_cache_dir)/${workload_tag//[\/:]/_}.tar"
+    # Named by the image's id, not its tag: an image rebuilt under the same tag (another cache, a
+    # removed image) has another id, and a tarball of the old one would load the wrong image.
+    local image_id
+    image_id="$(docker image inspect -f '{{.Id}}' "$workload_tag")"
+    tarball="$(sim_cache_dir)/workload-${image_id#sha256:}.tar"
     # One `docker save` per image, shared by concurrent `up`s (under the build lock).
     exec {lock_fd}>"$(sim_cache_dir)/.build.lock"
     flock "$lock_fd"
     if [[ ! -s "$tarball" ]]; then
-      find "$(sim_cache_dir)" -maxdepth 1 -name 'vllm-fleet-sim_workload_*.tar' ! -newermt '-10 minutes' -delete
+      find "$(sim_cache_dir)" -maxdepth 1 \( -name 'workload-*.tar' -o -name 'vllm-fleet-sim_workload_*.tar' \) ! -newermt '-10 minutes' -delete
       docker save "$workload_tag" "$SIM_IMAGE_WORKLOAD_REPO:$SIM_IMAGE_ALIAS" >"$tarball.$$.tmp"
       mv "$tarball.$$.tmp" "$tarball"
     fi
