@@ -13,14 +13,53 @@ import { RayCluster } from "../components/rayCluster";
 import { SparkNode, planFleet } from "../components/sparkNode";
 import { VllmService } from "../components/vllmService";
 import { syncWeights } from "../components/weightSync";
-import { CONFIG_KEYS, CONFIG_NAMESPACE, ConfigError, ConfigKey, FleetConfig, parseFleetConfig } from "./config";
+import {
+    CONFIG_KEYS,
+    CONFIG_NAMESPACE,
+    ConfigError,
+    ConfigIssue,
+    FleetConfig,
+    SECRET_CONFIG_KEYS,
+    SecretConfigKey,
+    apiKeyIssues,
+    parseFleetConfig,
+    plainTextSecretIssues,
+    privateKeyProblem,
+    sshPrivateKeyIssues,
+} from "./config";
 import { newRevision, reconcile } from "./observe";
 import { findProjectRoot } from "./project";
 
-/** Reads the raw `vllm-fleet:*` values of the current stack. */
-export function readRawConfig(config = new pulumi.Config(CONFIG_NAMESPACE)): Partial<Record<ConfigKey, unknown>> {
-    const raw: Partial<Record<ConfigKey, unknown>> = {};
-    for (const key of CONFIG_KEYS) {
+/** The keys set in the current stack under the `vllm-fleet` namespace, without the namespace. */
+function stackKeys(): string[] {
+    const prefix = `${CONFIG_NAMESPACE}:`;
+    return Object.keys(pulumi.runtime.allConfig())
+        .filter((key) => key.startsWith(prefix))
+        .map((key) => key.slice(prefix.length));
+}
+
+/**
+ * Whether the stack holds `vllm-fleet:<key>` as a secret. @pulumi/pulumi's runtime exports
+ * isConfigSecret (it reads PULUMI_CONFIG_SECRET_KEYS, which the Node.js language host and the
+ * Automation API both set) without declaring it in its typings; an SDK without it cannot tell, and
+ * the value is then taken for a secret.
+ */
+function isSecretConfig(key: SecretConfigKey): boolean {
+    const probe = (pulumi.runtime as unknown as { isConfigSecret?: (fullKey: string) => boolean }).isConfigSecret;
+    return typeof probe === "function" ? probe(`${CONFIG_NAMESPACE}:${key}`) : true;
+}
+
+/**
+ * Reads the raw `vllm-fleet:*` values of the current stack: every key set in the namespace, so that
+ * parseFleetConfig reports a misspelled or unknown one, except the secrets ({@link SECRET_CONFIG_KEYS}),
+ * which are read on their own and never reach the parsed config.
+ */
+export function readRawConfig(config = new pulumi.Config(CONFIG_NAMESPACE), keys: readonly string[] = stackKeys()): Record<string, unknown> {
+    const raw: Record<string, unknown> = {};
+    for (const key of new Set<string>([...CONFIG_KEYS, ...keys])) {
+        if ((SECRET_CONFIG_KEYS as readonly string[]).includes(key)) {
+            continue;
+        }
         const text = config.get(key);
         if (text === undefined) {
             continue;
@@ -35,48 +74,107 @@ export function readRawConfig(config = new pulumi.Config(CONFIG_NAMESPACE)): Par
     return raw;
 }
 
-/**
- * The SSH private key as text: `secret` (the value of `vllm-fleet:sshPrivateKey`), else the file named
- * by `vllm-fleet:ssh.privateKeyPath`, read here. Checked before anything reaches a host.
- */
-export function resolvePrivateKeyText(config: FleetConfig, secret: string | undefined, projectRoot: string): { privateKey: string; privateKeyPath?: string } {
-    if (secret !== undefined) {
-        return { privateKey: secret, privateKeyPath: config.sshPrivateKeyPath };
-    }
-    if (config.sshPrivateKeyPath === undefined) {
-        throw new ConfigError([
-            {
-                key: `${CONFIG_NAMESPACE}:sshPrivateKey`,
-                value: undefined,
-                expected: "the SSH private key as a secret (pulumi config set --secret sshPrivateKey < key), or vllm-fleet:ssh.privateKeyPath",
-            },
-        ]);
-    }
-    const keyPath = path.resolve(projectRoot, config.sshPrivateKeyPath.replace(/^~(?=\/)/, process.env.HOME ?? "~"));
+/** Reads a private key file named by config (`~/` is the home directory, relative paths are from the project). */
+function readPrivateKeyFile(configuredPath: string, projectRoot: string): { text?: string; keyPath: string; issue?: ConfigIssue } {
+    const keyPath = path.resolve(projectRoot, configuredPath.replace(/^~(?=\/)/, process.env.HOME ?? "~"));
+    const key = `${CONFIG_NAMESPACE}:ssh.privateKeyPath`;
+    let text: string;
     try {
-        return { privateKey: fs.readFileSync(keyPath, "utf8"), privateKeyPath: keyPath };
+        text = fs.readFileSync(keyPath, "utf8");
     } catch (error) {
-        throw new ConfigError([
-            {
-                key: `${CONFIG_NAMESPACE}:ssh.privateKeyPath`,
-                value: config.sshPrivateKeyPath,
-                expected: `a readable private key file (${(error as Error).message})`,
-            },
-        ]);
+        return { keyPath, issue: { key, value: configuredPath, expected: `a readable private key file (${(error as Error).message})` } };
     }
+    const problem = privateKeyProblem(text);
+    return problem ? { keyPath, issue: { key, value: configuredPath, expected: `a file holding ${problem}` } } : { text, keyPath };
 }
 
-/** {@link resolvePrivateKeyText} for the program: the key stays a secret. */
-export function resolvePrivateKey(
-    config: FleetConfig,
-    secret: pulumi.Output<string> | undefined,
-    projectRoot: string,
-): { privateKey: pulumi.Output<string>; privateKeyPath?: string } {
+/**
+ * The SSH private key as text: `secret` (the value of `vllm-fleet:sshPrivateKey`), else the file named
+ * by `vllm-fleet:ssh.privateKeyPath`, read here. Checked before anything reaches a host: the text
+ * must be a private key without a passphrase (the file too when both are given: the clients that
+ * need a file use it). Throws {@link ConfigError}, never quoting the key.
+ */
+export function resolvePrivateKeyText(config: FleetConfig, secret: string | undefined, projectRoot: string): { privateKey: string; privateKeyPath?: string } {
+    const issues: ConfigIssue[] = sshPrivateKeyIssues(secret);
+    let fromFile: string | undefined;
+    let keyPath: string | undefined;
+    if (config.sshPrivateKeyPath !== undefined) {
+        const read = readPrivateKeyFile(config.sshPrivateKeyPath, projectRoot);
+        fromFile = read.text;
+        keyPath = read.keyPath;
+        if (read.issue) {
+            issues.push(read.issue);
+        }
+    } else if (secret === undefined) {
+        issues.push({
+            key: `${CONFIG_NAMESPACE}:sshPrivateKey`,
+            value: undefined,
+            expected: "the SSH private key as a secret (pulumi config set --secret sshPrivateKey < key), or vllm-fleet:ssh.privateKeyPath",
+        });
+    }
+    if (issues.length > 0) {
+        throw new ConfigError(issues);
+    }
     if (secret !== undefined) {
         return { privateKey: secret, privateKeyPath: config.sshPrivateKeyPath };
     }
-    const { privateKey, privateKeyPath } = resolvePrivateKeyText(config, undefined, projectRoot);
+    return { privateKey: fromFile ?? "", privateKeyPath: keyPath };
+}
+
+/** {@link resolvePrivateKeyText} for the program: `secret` is the plain text of the secret key; the key stays a secret. */
+export function resolvePrivateKey(
+    config: FleetConfig,
+    secret: string | undefined,
+    projectRoot: string,
+): { privateKey: pulumi.Output<string>; privateKeyPath?: string } {
+    const { privateKey, privateKeyPath } = resolvePrivateKeyText(config, secret, projectRoot);
     return { privateKey: pulumi.secret(privateKey), privateKeyPath };
+}
+
+/** What the program takes from the stack config. */
+export interface StackConfig {
+    readonly config: FleetConfig;
+    readonly privateKey: pulumi.Output<string>;
+    readonly privateKeyPath?: string;
+    /** The secret `vllm-fleet:vllmApiKey`, when set. */
+    readonly apiKey?: pulumi.Output<string>;
+}
+
+/**
+ * Reads and checks everything the program takes from the stack config: the settings, the SSH key
+ * (secret or file) and the API key. Every problem is reported at once, one line each, in one
+ * {@link ConfigError}, before anything reaches a host; secrets are never quoted.
+ */
+export function readStackConfig(pulumiConfig = new pulumi.Config(CONFIG_NAMESPACE), projectRoot = findProjectRoot()): StackConfig {
+    const issues: ConfigIssue[] = [];
+    const collect = <T>(read: () => T): T | undefined => {
+        try {
+            return read();
+        } catch (error) {
+            if (!(error instanceof ConfigError)) {
+                throw error;
+            }
+            issues.push(...error.issues);
+            return undefined;
+        }
+    };
+    const config = collect(() => parseFleetConfig(readRawConfig(pulumiConfig)));
+    // Secret values are read as text here to be checked; they leave this function as secrets.
+    const sshSecret = pulumiConfig.get("sshPrivateKey");
+    const apiKeyText = pulumiConfig.get("vllmApiKey");
+    issues.push(...plainTextSecretIssues("sshPrivateKey", sshSecret, isSecretConfig("sshPrivateKey")));
+    let key: { privateKey: pulumi.Output<string>; privateKeyPath?: string } | undefined;
+    if (config) {
+        key = collect(() => resolvePrivateKey(config, sshSecret, projectRoot));
+    } else {
+        // Without valid settings there is no key file to read; the secret can still be checked.
+        issues.push(...sshPrivateKeyIssues(sshSecret));
+    }
+    issues.push(...plainTextSecretIssues("vllmApiKey", apiKeyText, isSecretConfig("vllmApiKey")), ...apiKeyIssues(apiKeyText));
+    if (issues.length > 0 || !config || !key) {
+        throw new ConfigError(issues);
+    }
+    return { config, privateKey: key.privateKey, privateKeyPath: key.privateKeyPath, apiKey: apiKeyText === undefined ? undefined : pulumi.secret(apiKeyText) };
 }
 
 /** The value of a known Output (config values always are), for the program-time read. */
@@ -107,10 +205,7 @@ export interface FleetOutputs {
  * `pulumi preview` with a message naming each bad key, and nothing runs on any host.
  */
 export async function fleetProgram(observe: Observer = observeOverSsh): Promise<FleetOutputs> {
-    const pulumiConfig = new pulumi.Config(CONFIG_NAMESPACE);
-    const config: FleetConfig = parseFleetConfig(readRawConfig(pulumiConfig));
-    const { privateKey, privateKeyPath } = resolvePrivateKey(config, pulumiConfig.getSecret("sshPrivateKey"), findProjectRoot());
-    const apiKey = pulumiConfig.getSecret("vllmApiKey");
+    const { config, privateKey, privateKeyPath, apiKey } = readStackConfig();
     const stack = pulumi.getStack();
 
     // Every node as it is now, read before anything is registered (read-only, in parallel).
