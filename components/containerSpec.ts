@@ -38,6 +38,12 @@ export interface ContainerSpec {
     readonly ulimits: readonly Ulimit[];
     /** `all` requests every GPU (`--gpus all`). */
     readonly gpus?: "all";
+    /** Host device nodes given to the container at the same path (`--device`), e.g. /dev/infiniband/uverbs0. */
+    readonly devices?: readonly string[];
+    /** Capabilities added, as Docker stores them (`CAP_IPC_LOCK`, not `IPC_LOCK`). */
+    readonly capAdd?: readonly string[];
+    /** Every device and capability (`--privileged`): only when the user asks for it. */
+    readonly privileged?: boolean;
     readonly restart: "no" | "on-failure" | "unless-stopped" | "always";
     /** With `on-failure`: how many times Docker restarts the container (its delay doubles each time). */
     readonly restartRetries?: number;
@@ -66,6 +72,15 @@ export function toDockerRunArgs(spec: ContainerSpec): string[] {
     }
     if (spec.gpus) {
         args.push("--gpus", spec.gpus);
+    }
+    if (spec.privileged) {
+        args.push("--privileged");
+    }
+    for (const device of spec.devices ?? []) {
+        args.push("--device", device);
+    }
+    for (const capability of spec.capAdd ?? []) {
+        args.push("--cap-add", capability);
     }
     for (const ulimit of spec.ulimits) {
         args.push("--ulimit", `${ulimit.name}=${ulimit.soft}:${ulimit.hard}`);
@@ -116,6 +131,9 @@ export function specFromDockerRunArgs(args: readonly string[]): ContainerSpec {
     let ipcHost = false;
     let shmSizeBytes: number | undefined;
     let gpus: "all" | undefined;
+    const devices: string[] = [];
+    const capAdd: string[] = [];
+    let privileged = false;
     let restart: ContainerSpec["restart"] = "no";
     let restartRetries: number | undefined;
     let stopSignal: string | undefined;
@@ -148,6 +166,15 @@ export function specFromDockerRunArgs(args: readonly string[]): ContainerSpec {
                 break;
             case "--gpus":
                 gpus = value() === "all" ? "all" : undefined;
+                break;
+            case "--privileged":
+                privileged = true;
+                break;
+            case "--device":
+                devices.push(value());
+                break;
+            case "--cap-add":
+                capAdd.push(value());
                 break;
             case "--ulimit": {
                 const [ulimitName, limits] = value().split("=");
@@ -200,6 +227,9 @@ export function specFromDockerRunArgs(args: readonly string[]): ContainerSpec {
         shmSizeBytes,
         ulimits,
         gpus,
+        ...(devices.length > 0 ? { devices } : {}),
+        ...(capAdd.length > 0 ? { capAdd } : {}),
+        ...(privileged ? { privileged } : {}),
         restart,
         ...(restartRetries === undefined ? {} : { restartRetries }),
         ...(stopSignal === undefined ? {} : { stopSignal }),
@@ -223,6 +253,9 @@ export interface DockerContainerInputs {
     readonly shmSize?: number;
     readonly ulimits: { name: string; soft: number; hard: number }[];
     readonly gpus?: string;
+    readonly devices?: { hostPath: string; containerPath: string; permissions: string }[];
+    readonly capabilities?: { adds: string[] };
+    readonly privileged?: boolean;
     readonly restart: string;
     readonly maxRetryCount?: number;
     readonly stopSignal?: string;
@@ -252,6 +285,11 @@ export function toDockerContainerInputs(spec: ContainerSpec): DockerContainerInp
         shmSize: spec.shmSizeBytes === undefined ? undefined : spec.shmSizeBytes / 1024 ** 2,
         ulimits: spec.ulimits.map((ulimit) => ({ ...ulimit })),
         gpus: spec.gpus,
+        // All three fields of a device, as the provider reads them back (permissions default rwm).
+        devices: spec.devices?.length ? spec.devices.map((device) => ({ hostPath: device, containerPath: device, permissions: "rwm" })) : undefined,
+        capabilities: spec.capAdd?.length ? { adds: [...spec.capAdd] } : undefined,
+        // Only when true: the provider reads back false for an unprivileged container either way.
+        privileged: spec.privileged ? true : undefined,
         restart: spec.restart,
         maxRetryCount: spec.restart === "on-failure" ? spec.restartRetries : undefined,
         stopSignal: spec.stopSignal,
@@ -283,6 +321,9 @@ export function specFromDockerContainerInputs(inputs: DockerContainerInputs): Co
         shmSizeBytes: inputs.shmSize === undefined ? undefined : Math.round(inputs.shmSize * 1024 ** 2),
         ulimits: inputs.ulimits,
         gpus: inputs.gpus === "all" ? "all" : undefined,
+        ...(inputs.devices?.length ? { devices: inputs.devices.map((device) => device.hostPath) } : {}),
+        ...(inputs.capabilities?.adds.length ? { capAdd: inputs.capabilities.adds } : {}),
+        ...(inputs.privileged ? { privileged: true } : {}),
         restart: inputs.restart as ContainerSpec["restart"],
         ...(inputs.maxRetryCount === undefined ? {} : { restartRetries: inputs.maxRetryCount }),
         ...(inputs.stopSignal === undefined ? {} : { stopSignal: inputs.stopSignal }),

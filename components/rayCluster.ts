@@ -16,6 +16,8 @@ export interface RayClusterArgs {
     readonly planned: pulumi.Output<PlannedNode[]>;
     /** Each node's container revision, by node name (infra/observe.ts: a dead container gets a new one). */
     readonly revisions: Readonly<Record<string, string>>;
+    /** What must be done before the head container starts (the check of the serve arguments). */
+    readonly after?: readonly pulumi.Resource[];
 }
 
 /**
@@ -61,7 +63,7 @@ export class RayCluster extends pulumi.ComponentResource {
                 servingContainerName("ray", node.nodeName, index),
                 node,
                 spec,
-                { parent: this },
+                { parent: this, dependsOn: index === 0 ? [...(args.after ?? [])] : [] },
                 // The join wait below watches the container.
                 { removeFirst: SERVING_CONTAINERS, watchSeconds: 0 },
             );

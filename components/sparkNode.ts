@@ -154,10 +154,19 @@ export function planFleet(
             });
             pulumi.log.info(describeFitPlan(fit), parent);
         }
-        return factsList.map((facts, index) => ({
+        const planned = factsList.map((facts, index) => ({
             name: nodes[index].nodeName,
             fabric: findFabric(nodes[index].nodeName, facts, config.fabric.subnet),
             gpus: facts.gpus.length,
         }));
+        for (const node of planned) {
+            if (node.fabric.hcas.length > 0 && node.fabric.rdmaDevices.length === 0 && !config.container.privileged) {
+                pulumi.log.warn(
+                    `node ${node.name}: RoCE devices ${node.fabric.hcas.join(", ")} but no RDMA device nodes in /dev/infiniband: its NCCL will fall back to TCP sockets (load ib_uverbs and rdma_ucm)`,
+                    parent,
+                );
+            }
+        }
+        return planned;
     });
 }

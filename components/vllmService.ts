@@ -1,7 +1,20 @@
 import * as pulumi from "@pulumi/pulumi";
 import { FleetConfig } from "../infra/config";
 import { Reconciliation } from "../infra/observe";
-import { PlannedNode, RAY_CONTAINER, RAY_SERVE_LOG, SERVING_CONTAINERS, VLLM_CONTAINER, mpRankSpec, vllmServeArgs, watchdogSpec } from "../infra/plan";
+import {
+    NODE_LOCAL_ENV,
+    PlannedNode,
+    RAY_CONTAINER,
+    RAY_HEAD_VLLM_CONFIG_ROOT,
+    RAY_SERVE_LOG,
+    SERVING_CONTAINERS,
+    VLLM_CONTAINER,
+    mpRankSpec,
+    transportHint,
+    transportPolicy,
+    vllmServeArgs,
+    watchdogSpec,
+} from "../infra/plan";
 import { realizeContainer, servingContainerName } from "./container";
 import { hostCommand } from "./hostCommand";
 import { RayCluster } from "./rayCluster";
@@ -22,6 +35,8 @@ export interface VllmServiceArgs {
     readonly apiKey?: pulumi.Input<string>;
     /** What this run's read of the hosts decided (infra/observe.ts). */
     readonly reconciliation: Pick<Reconciliation, "revisions" | "serveToken" | "watchdogRevision">;
+    /** What must be done before vLLM starts (the check of the serve arguments). */
+    readonly after?: readonly pulumi.Resource[];
 }
 
 /**
@@ -39,6 +54,8 @@ export class VllmService extends pulumi.ComponentResource {
     public readonly modelId: pulumi.Output<string>;
     /** The answer of the smoke completion the readiness gate ran (JSON). */
     public readonly completion: pulumi.Output<string>;
+    /** Per node, the transport its NCCL chose over the fabric: `IB` (RoCE), `Socket` (TCP) or `unknown`. */
+    public readonly fabricTransport: pulumi.Output<Record<string, string>>;
 
     constructor(name: string, args: VllmServiceArgs, opts?: pulumi.ComponentResourceOptions) {
         super("vllm-fleet:vllm:VllmService", name, {}, opts);
@@ -73,6 +90,8 @@ export class VllmService extends pulumi.ComponentResource {
                         // A new token (vllm serve found dead, or the endpoint not answering) changes
                         // this program, so the next up starts vllm serve again (infra/observe.ts).
                         TOKEN: args.reconciliation.serveToken,
+                        CONFIG_ROOT: RAY_HEAD_VLLM_CONFIG_ROOT,
+                        NON_CARRY_OVER: JSON.stringify(NODE_LOCAL_ENV),
                     }),
                     waitProgram,
                 ].join("\n"),
@@ -106,7 +125,7 @@ export class VllmService extends pulumi.ComponentResource {
                     servingContainerName("mp", node.nodeName, index),
                     node,
                     spec,
-                    { parent: this },
+                    { parent: this, dependsOn: [...(args.after ?? [])] },
                     // Nothing else watches a headless rank on its node: it must stay up a moment.
                     { removeFirst: SERVING_CONTAINERS, watchSeconds: 2 },
                 );
@@ -127,6 +146,39 @@ export class VllmService extends pulumi.ComponentResource {
             served = gate.resource;
         }
 
+        // The fabric check: which transport each node's rank chose, once vLLM serves; it runs again
+        // whenever the gate does (its output, a fresh completion, changes then).
+        const transports = args.nodes.map((node, index) => {
+            const check = hostCommand(
+                config.commandRunner,
+                `${name}-fabric-${node.nodeName}`,
+                {
+                    connection: node.connection,
+                    create: args.planned.apply((planned) =>
+                        scriptProgram("nccl-transport", {
+                            NODE: node.nodeName,
+                            CONTAINER: config.executor === "ray" ? RAY_CONTAINER : VLLM_CONTAINER,
+                            EXECUTOR: config.executor,
+                            POLICY: transportPolicy(config, planned[index]),
+                            HINT: transportHint(config, planned[index]),
+                        }),
+                    ),
+                    triggers: [gateStdout],
+                },
+                { parent: this, dependsOn: [served] },
+            );
+            return check.stdout.apply((stdout) => {
+                const transport = /^transport (\S+)/m.exec(stdout)?.[1] ?? "unknown";
+                if (transport === "Socket") {
+                    pulumi.log.warn(`node ${node.nodeName}: NCCL uses TCP sockets (NET/Socket) over the fabric, not RoCE; tensor-parallel traffic is much slower`, this);
+                } else if (transport === "unknown") {
+                    pulumi.log.warn(`node ${node.nodeName}: no NCCL start-up line found, the fabric transport is unknown (is NCCL_DEBUG overridden?)`, this);
+                }
+                return [node.nodeName, transport] as const;
+            });
+        });
+        this.fabricTransport = pulumi.all(transports).apply((pairs) => Object.fromEntries(pairs));
+
         if (config.supervision.watchdog) {
             // Started once vLLM serves (it must not race the first start), removed before vLLM is
             // stopped (it would start it again), replaced when the serve arguments change.
@@ -144,6 +196,6 @@ export class VllmService extends pulumi.ComponentResource {
             const line = stdout.split("\n").find((text) => text.startsWith("completion "));
             return line ? line.slice("completion ".length) : "";
         });
-        this.registerOutputs({ endpoint: this.endpoint, modelId: this.modelId, completion: this.completion });
+        this.registerOutputs({ endpoint: this.endpoint, modelId: this.modelId, completion: this.completion, fabricTransport: this.fabricTransport });
     }
 }

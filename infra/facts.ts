@@ -42,6 +42,8 @@ export interface NodeFacts {
     readonly memAvailableBytes: number;
     readonly interfaces: readonly InterfaceFacts[];
     readonly hcas: readonly HcaFacts[];
+    /** The RDMA device nodes (/dev/infiniband/*: uverbsN, rdma_cm, ...) a container needs for RoCE. */
+    readonly rdmaDevices: readonly string[];
     readonly dockerVersion?: string;
     /** `docker image inspect` id of the configured image on this node, if present. */
     readonly imageId?: string;
@@ -125,6 +127,37 @@ export function parseIbdev2netdev(text: string): HcaFacts[] {
     return hcas;
 }
 
+/** Parses the probe's list of RDMA device nodes: one absolute path under /dev/infiniband per line. */
+export function parseRdmaDevices(text: string): string[] {
+    return text
+        .split("\n")
+        .map((line) => line.trim())
+        .filter((line) => /^\/dev\/infiniband\/[A-Za-z0-9_.-]+$/.test(line))
+        .sort();
+}
+
+/**
+ * The PCI signature of a netdev named by systemd's scheme, without its PCI domain: a GB10 reaches
+ * its ConnectX-7 over two PCIe links, so each cabled port shows twice, `enp1s0f1np1` and
+ * `enP2p1s0f1np1` (domain 2), with one RoCE device each (`rocep1s0f1`, `roceP2p1s0f1`).
+ */
+function portSignature(netdev: string): string | undefined {
+    return /^en(?:P\d+)?(p\d+s\d+f\d+(?:np\d+)?)$/.exec(netdev)?.[1];
+}
+
+/**
+ * The RoCE devices of the fabric interface: its own, and its twin's on the same cable (the same port
+ * behind the other PCIe link) when that one is Up. Devices of other ports are left out: they may be
+ * cabled to another network.
+ */
+export function fabricHcas(hcas: readonly HcaFacts[], fabricInterface: string): string[] {
+    const signature = portSignature(fabricInterface);
+    return hcas
+        .filter((hca) => hca.up)
+        .filter((hca) => hca.netdev === fabricInterface || (signature !== undefined && portSignature(hca.netdev) === signature))
+        .map((hca) => hca.device);
+}
+
 /** Parses the text form of `ip addr` / `ip -4 addr show` (IPv4 addresses only). */
 export function parseIpAddr(text: string): InterfaceFacts[] {
     const interfaces: { name: string; up: boolean; addresses: { ip: string; prefix: number }[] }[] = [];
@@ -178,6 +211,7 @@ export function parseProbeOutput(output: string): NodeFacts {
         ...meminfo,
         interfaces: parseIpAddr(get("ip-addr")),
         hcas: parseIbdev2netdev(get("ibdev2netdev")),
+        rdmaDevices: parseRdmaDevices(get("rdma-devices")),
         dockerVersion: get("docker") || undefined,
         imageId: get("image") || undefined,
         model: { ...parseModelDir(get("model")), configJson: get("model-config") || undefined },
@@ -188,8 +222,10 @@ export function parseProbeOutput(output: string): NodeFacts {
 export interface FabricFacts {
     readonly interface: string;
     readonly ip: string;
-    /** RoCE devices that are Up; all of them go into NCCL_IB_HCA (a Spark shows two per cable). */
+    /** The RoCE devices of the fabric port (fabricHcas): NCCL_IB_HCA. */
     readonly hcas: readonly string[];
+    /** The node's RDMA device nodes, given to the serving containers so NCCL can use RoCE. */
+    readonly rdmaDevices: readonly string[];
 }
 
 /** A preflight finding that stops the deployment. */
@@ -231,8 +267,7 @@ export function findFabric(node: string, facts: NodeFacts, subnet: string): Fabr
     if (!iface.up) {
         throw new PreflightError(`node ${node}: fabric interface ${iface.name} (${address.ip}) is down`);
     }
-    const hcas = facts.hcas.filter((hca) => hca.up).map((hca) => hca.device);
-    return { interface: iface.name, ip: address.ip, hcas };
+    return { interface: iface.name, ip: address.ip, hcas: fabricHcas(facts.hcas, iface.name), rdmaDevices: facts.rdmaDevices };
 }
 
 /**

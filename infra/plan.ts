@@ -22,18 +22,23 @@ export function fleetLabels(stack: string, role: string): Record<string, string>
 }
 
 /**
- * The network pins of one node: Ray, vLLM, NCCL, Gloo, TensorPipe and UCX all use the fabric
- * interface and its address, never whatever the default route happens to be.
+ * The network pins of one node, each read by the component named:
+ * - VLLM_HOST_IP: vLLM's own address (vllm.utils get_ip), what its workers and mp ranks advertise;
+ *   Ray's address is pinned by `ray start --node-ip-address` (Ray reads no variable for it).
+ * - NCCL_SOCKET_IFNAME: NCCL's bootstrap and, without RoCE, its TCP transport.
+ * - GLOO_SOCKET_IFNAME: torch.distributed's Gloo groups (vLLM's CPU-side process groups).
+ * - NCCL_IB_HCA: the RoCE devices of the fabric port only (facts.ts fabricHcas), never those of
+ *   ports cabled elsewhere; with none, NCCL_IB_DISABLE keeps NCCL off every other port's devices.
+ * - NCCL_DEBUG=INFO for INIT,NET: NCCL's start-up lines, where each rank names the transport it
+ *   chose (`Using network IB|Socket`), which the fabric check reads (vllmService.ts).
  */
 export function networkEnv(fabric: FabricFacts): Record<string, string> {
     const env: Record<string, string> = {
         VLLM_HOST_IP: fabric.ip,
-        RAY_NODE_IP_ADDRESS: fabric.ip,
-        RAY_OVERRIDE_NODE_IP_ADDRESS: fabric.ip,
         NCCL_SOCKET_IFNAME: fabric.interface,
         GLOO_SOCKET_IFNAME: fabric.interface,
-        TP_SOCKET_IFNAME: fabric.interface,
-        UCX_NET_DEVICES: fabric.interface,
+        NCCL_DEBUG: "INFO",
+        NCCL_DEBUG_SUBSYS: "INIT,NET",
         // Ray's memory monitor kills workers while a large model loads into unified memory.
         RAY_memory_monitor_refresh_ms: "0",
         RAY_USAGE_STATS_ENABLED: "0",
@@ -41,8 +46,49 @@ export function networkEnv(fabric: FabricFacts): Record<string, string> {
     };
     if (fabric.hcas.length > 0) {
         env.NCCL_IB_HCA = fabric.hcas.join(",");
+    } else {
+        env.NCCL_IB_DISABLE = "1";
     }
     return env;
+}
+
+/**
+ * The variables of {@link networkEnv} that differ from node to node. vLLM's Ray executor copies the
+ * driver's VLLM_*, NCCL_* and UCX_* variables (newer versions: nearly all) to its workers on every
+ * node, overwriting theirs, unless they are listed in `$VLLM_CONFIG_ROOT/ray_non_carry_over_env_vars.json`
+ * (vllm/ray/ray_env.py): the Ray head lists these there (vllm-start.sh), so each rank keeps its own.
+ */
+export const NODE_LOCAL_ENV = ["VLLM_HOST_IP", "NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "NCCL_IB_HCA", "NCCL_IB_DISABLE"] as const;
+
+/** VLLM_CONFIG_ROOT in the Ray head container: where vllm-start.sh writes the non-carry-over list. */
+export const RAY_HEAD_VLLM_CONFIG_ROOT = "/etc/vllm-fleet/vllm";
+
+/**
+ * What the fabric check does when a node's NCCL chose TCP sockets: `refuse` or `warn`. By default
+ * (fabric.socketTransport auto) it refuses where the fabric port has RoCE devices, which NCCL should
+ * have used, and warns where it has none (a plain Ethernet fabric).
+ */
+export function transportPolicy(config: FleetConfig, node: PlannedNode): "refuse" | "warn" {
+    const policy = config.fabric.socketTransport;
+    if (policy !== "auto") {
+        return policy;
+    }
+    return node.fabric.hcas.length > 0 ? "refuse" : "warn";
+}
+
+/** Why a node's NCCL may have fallen back to TCP, from its facts, for the fabric check's message. */
+export function transportHint(config: FleetConfig, node: PlannedNode): string {
+    const { fabric } = node;
+    if (fabric.hcas.length === 0) {
+        return `the fabric interface ${fabric.interface} has no RoCE device (ibdev2netdev shows none Up on its port)`;
+    }
+    if (config.container.privileged) {
+        return `the containers run privileged with NCCL_IB_HCA=${fabric.hcas.join(",")}; check the RoCE link with ibv_devinfo on the node`;
+    }
+    if (fabric.rdmaDevices.length === 0) {
+        return `the node shows RoCE devices (${fabric.hcas.join(", ")}) but no RDMA device nodes in /dev/infiniband, so the containers got none; load the ib_uverbs and rdma_ucm modules (rdma-core)`;
+    }
+    return `the containers have ${fabric.rdmaDevices.join(", ")}, CAP_IPC_LOCK and NCCL_IB_HCA=${fabric.hcas.join(",")}; check the RoCE link with ibv_devinfo on the node`;
 }
 
 /** One node as the plan sees it. */
@@ -93,6 +139,11 @@ function servingContainer(config: FleetConfig, stack: string, node: PlannedNode,
         ipcHost: true,
         // Whole MiB: the Docker provider keeps the size in MiB, and a fraction would differ on every read.
         shmSizeBytes: Math.round(config.container.shmSizeBytes / MIB) * MIB,
+        // RoCE for NCCL: the node's RDMA device nodes and the right to pin memory for them, not a
+        // blanket --privileged (unless the user asks for it: container.privileged).
+        ...(config.container.privileged
+            ? { privileged: true }
+            : { ...(node.fabric.rdmaDevices.length > 0 ? { devices: node.fabric.rdmaDevices } : {}), capAdd: ["CAP_IPC_LOCK"] }),
         ulimits: [
             { name: "memlock", soft: config.container.memlockBytes, hard: config.container.memlockBytes },
             { name: "stack", soft: config.container.stackBytes, hard: config.container.stackBytes },
@@ -140,7 +191,7 @@ export function rayContainerSpec(
             name: RAY_CONTAINER,
             ...runs(["ray", "start", "--block", "--head", "--port", String(config.ray.port), "--include-dashboard=false", ...common]),
             ...base,
-            env: { ...base.env, RAY_prestart_worker_first_driver: "0" },
+            env: { ...base.env, RAY_prestart_worker_first_driver: "0", VLLM_CONFIG_ROOT: RAY_HEAD_VLLM_CONFIG_ROOT },
         };
     }
     if (!headContainerId) {

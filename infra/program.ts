@@ -10,6 +10,7 @@ import * as pulumi from "@pulumi/pulumi";
 import { RAY_CLUSTER_NAME, VLLM_SERVICE_NAME } from "../components/container";
 import { Observer, observeOverSsh } from "../components/observer";
 import { RayCluster } from "../components/rayCluster";
+import { serveArgsCheck } from "../components/serveArgsCheck";
 import { SparkNode, planFleet } from "../components/sparkNode";
 import { VllmService } from "../components/vllmService";
 import { syncWeights } from "../components/weightSync";
@@ -28,6 +29,7 @@ import {
     sshPrivateKeyIssues,
 } from "./config";
 import { newRevision, reconcile } from "./observe";
+import { mpRankSpec, vllmServeArgs } from "./plan";
 import { findProjectRoot } from "./project";
 
 /** The keys set in the current stack under the `vllm-fleet` namespace, without the namespace. */
@@ -196,6 +198,8 @@ export interface FleetOutputs {
     readonly rayHead: pulumi.Output<string>;
     readonly rayStatus: pulumi.Output<string>;
     readonly completion: pulumi.Output<string>;
+    /** Per node, the transport NCCL chose over the fabric (`IB`: RoCE, `Socket`: TCP). */
+    readonly fabricTransport: pulumi.Output<Record<string, string>>;
     readonly tensorParallel: number;
     readonly pipelineParallel: number;
 }
@@ -252,8 +256,14 @@ export async function fleetProgram(observe: Observer = observeOverSsh): Promise<
     }
     const synced = config.model.sync === "rsync" ? syncWeights(config, nodes, privateKey, undefined) : undefined;
     const planned = planFleet(config, nodes, synced);
-    const ray = config.executor === "ray" ? new RayCluster(RAY_CLUSTER_NAME, { config, stack, nodes, planned, revisions: reconciliation.revisions }) : undefined;
-    const vllm = new VllmService(VLLM_SERVICE_NAME, { config, stack, nodes, planned, ray, apiKey, reconciliation });
+    // The arguments of `vllm` on the first node, checked by the image's own vLLM before anything starts.
+    const argv = planned.apply((list) => (config.executor === "ray" ? vllmServeArgs(config) : [...mpRankSpec(config, stack, list, 0, "").command]));
+    const argsChecked = serveArgsCheck(`${VLLM_SERVICE_NAME}-args-check`, config, nodes[0], argv, { parent: nodes[0] });
+    const ray =
+        config.executor === "ray"
+            ? new RayCluster(RAY_CLUSTER_NAME, { config, stack, nodes, planned, revisions: reconciliation.revisions, after: [argsChecked] })
+            : undefined;
+    const vllm = new VllmService(VLLM_SERVICE_NAME, { config, stack, nodes, planned, ray, apiKey, reconciliation, after: [argsChecked] });
 
     return {
         endpoint: vllm.endpoint,
@@ -263,6 +273,7 @@ export async function fleetProgram(observe: Observer = observeOverSsh): Promise<
         rayHead: ray ? ray.headAddress : pulumi.output(""),
         rayStatus: ray ? ray.status : pulumi.output(""),
         completion: vllm.completion,
+        fabricTransport: vllm.fabricTransport,
         tensorParallel: config.parallelism.tensor,
         pipelineParallel: config.parallelism.pipeline,
     };

@@ -25,6 +25,10 @@ ip -4 addr show 2>/dev/null || true
 section ibdev2netdev
 ibdev2netdev 2>/dev/null || true
 
+# The device nodes NCCL opens for RoCE (ib_uverbs, rdma_ucm); a container without them falls back to TCP.
+section rdma-devices
+find /dev/infiniband -maxdepth 1 -type c 2>/dev/null | sort || true
+
 section docker
 docker version --format '{{.Server.Version}}' 2>/dev/null || true
 

@@ -2,7 +2,8 @@
 # Starts `vllm serve` inside the Ray head container (`ray` executor); vllm-ready.sh, which runs
 # right after it, waits until it really serves.
 # Inputs: CONTAINER, SERVE_ARGS (array: arguments of `vllm`), API_KEY (may be empty), LOG_FILE,
-#         TOKEN (this start's revision, kept beside the server where the next read finds it).
+#         TOKEN (this start's revision, kept beside the server where the next read finds it),
+#         CONFIG_ROOT (the head's VLLM_CONFIG_ROOT), NON_CARRY_OVER (JSON list of variable names).
 set -euo pipefail
 
 # The watchdog (if any) holds still meanwhile: it would start a server of its own in the gap.
@@ -17,6 +18,10 @@ for _ in $(seq 1 30); do
   docker exec "$CONTAINER" pgrep -f "vllm serve" >/dev/null 2>&1 || break
   sleep 1
 done
+
+# Variables each node sets for itself, which vLLM's Ray executor must not copy from this driver to
+# the workers on other nodes (vllm/ray/ray_env.py reads this file when vllm serve starts).
+printf '%s\n' "$NON_CARRY_OVER" | docker exec -i "$CONTAINER" sh -c 'mkdir -p "$0" && cat > "$0/ray_non_carry_over_env_vars.json"' "$CONFIG_ROOT"
 
 # The arguments travel as "$@" of a fixed shell line, never spliced into it.
 docker exec --detach --env "VLLM_API_KEY=$API_KEY" "$CONTAINER" \

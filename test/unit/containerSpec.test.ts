@@ -8,13 +8,13 @@ import {
     toDockerRunArgs,
 } from "../../components/containerSpec";
 import { parseFleetConfig } from "../../infra/config";
-import { PlannedNode, RAY_HEAD_LABEL, rayContainerSpec } from "../../infra/plan";
+import { NODE_LOCAL_ENV, PlannedNode, RAY_HEAD_LABEL, RAY_HEAD_VLLM_CONFIG_ROOT, networkEnv, rayContainerSpec, transportHint, transportPolicy } from "../../infra/plan";
 import { sparkDuo } from "./stacks";
 
 const config = parseFleetConfig(sparkDuo);
 const planned: PlannedNode[] = [
-    { name: "spark1", fabric: { interface: "enp1s0f1np1", ip: "192.168.200.12", hcas: ["rocep1s0f1", "roceP2p1s0f1"] }, gpus: 1 },
-    { name: "spark2", fabric: { interface: "enp1s0f1np1", ip: "192.168.200.13", hcas: ["rocep1s0f1"] }, gpus: 1 },
+    { name: "spark1", fabric: { interface: "enp1s0f1np1", ip: "192.168.200.12", hcas: ["rocep1s0f1", "roceP2p1s0f1"], rdmaDevices: ["/dev/infiniband/rdma_cm", "/dev/infiniband/uverbs0"] }, gpus: 1 },
+    { name: "spark2", fabric: { interface: "enp1s0f1np1", ip: "192.168.200.13", hcas: ["rocep1s0f1"], rdmaDevices: [] }, gpus: 1 },
 ];
 
 const specs: [string, ContainerSpec][] = [
@@ -62,8 +62,79 @@ describe("docker run arguments", () => {
         expect(args).toEqual(expect.arrayContaining(["--label", "vllm-fleet.stack=spark-duo", "--label", "vllm-fleet.role=ray-head"]));
     });
 
-    it("put every HCA of a node into NCCL_IB_HCA", () => {
+    it("put the fabric port's HCAs into NCCL_IB_HCA", () => {
         expect(toDockerRunArgs(specs[0][1])).toContain("NCCL_IB_HCA=rocep1s0f1,roceP2p1s0f1");
+    });
+
+    it("give the containers the node's RDMA devices, IPC_LOCK and unlimited memlock, not --privileged", () => {
+        const args = toDockerRunArgs(specs[0][1]);
+        expect(args).toEqual(expect.arrayContaining(["--device", "/dev/infiniband/rdma_cm", "--device", "/dev/infiniband/uverbs0"]));
+        expect(args).toEqual(expect.arrayContaining(["--cap-add", "CAP_IPC_LOCK", "--ulimit", "memlock=-1:-1"]));
+        expect(args).not.toContain("--privileged");
+        // A node without device nodes gets no --device (Docker would refuse a missing path).
+        expect(toDockerRunArgs(specs[1][1])).not.toContain("--device");
+    });
+
+    it("run privileged, with no device list, only when the config asks for it", () => {
+        const privileged = parseFleetConfig({ ...sparkDuo, container: { privileged: true } });
+        const args = toDockerRunArgs(rayContainerSpec(privileged, "spark-duo", planned, 0, "r1"));
+        expect(args).toContain("--privileged");
+        expect(args).not.toContain("--device");
+        expect(args).not.toContain("--cap-add");
+    });
+});
+
+describe("the network pins", () => {
+    it("set only variables something reads: no RAY_*_IP_ADDRESS (Ray reads none), no TP_SOCKET_IFNAME or UCX_NET_DEVICES", () => {
+        const env = networkEnv(planned[0].fabric);
+        expect(Object.keys(env).sort()).toEqual(
+            [
+                "GLOO_SOCKET_IFNAME",
+                "NCCL_DEBUG",
+                "NCCL_DEBUG_SUBSYS",
+                "NCCL_IB_HCA",
+                "NCCL_SOCKET_IFNAME",
+                "RAY_USAGE_STATS_ENABLED",
+                "RAY_memory_monitor_refresh_ms",
+                "VLLM_HOST_IP",
+                "VLLM_NO_USAGE_STATS",
+            ].sort(),
+        );
+        expect(env).toMatchObject({ NCCL_DEBUG: "INFO", NCCL_DEBUG_SUBSYS: "INIT,NET" });
+    });
+
+    it("keep NCCL off other ports' RoCE devices when the fabric port has none", () => {
+        const env = networkEnv({ interface: "eth1", ip: "10.0.0.2", hcas: [], rdmaDevices: [] });
+        expect(env.NCCL_IB_HCA).toBeUndefined();
+        expect(env.NCCL_IB_DISABLE).toBe("1");
+    });
+
+    it("list every node-specific pin as not to be carried over by vLLM's Ray executor, in the head's config root", () => {
+        const differing = Object.keys(networkEnv(planned[0].fabric)).filter((key) => networkEnv(planned[0].fabric)[key] !== networkEnv({ ...planned[1].fabric, interface: "enP2p1s0f1np1", hcas: ["roceP2p1s0f1"] })[key]);
+        expect(differing.every((key) => (NODE_LOCAL_ENV as readonly string[]).includes(key))).toBe(true);
+        expect(NODE_LOCAL_ENV).toEqual(expect.arrayContaining(["NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "NCCL_IB_HCA", "NCCL_IB_DISABLE", "VLLM_HOST_IP"]));
+        expect(rayContainerSpec(config, "spark-duo", planned, 0, "r1").env.VLLM_CONFIG_ROOT).toBe(RAY_HEAD_VLLM_CONFIG_ROOT);
+    });
+});
+
+describe("the fabric check's policy", () => {
+    const withPolicy = (socketTransport: string) => parseFleetConfig({ ...sparkDuo, fabric: { ...(sparkDuo.fabric as object), socketTransport } });
+    const plain: PlannedNode = { name: "spark3", fabric: { interface: "eth1", ip: "192.168.200.14", hcas: [], rdmaDevices: [] }, gpus: 1 };
+
+    it("by default refuses TCP where the fabric port has RoCE devices and warns where it has none", () => {
+        expect(transportPolicy(config, planned[0])).toBe("refuse");
+        expect(transportPolicy(config, plain)).toBe("warn");
+    });
+
+    it("refuses or warns everywhere when the config says so", () => {
+        expect(transportPolicy(withPolicy("warn"), planned[0])).toBe("warn");
+        expect(transportPolicy(withPolicy("refuse"), plain)).toBe("refuse");
+    });
+
+    it("says why a node may be on TCP, from its facts", () => {
+        expect(transportHint(config, planned[1])).toMatch(/RoCE devices \(rocep1s0f1\) but no RDMA device nodes in \/dev\/infiniband.*ib_uverbs/);
+        expect(transportHint(config, planned[0])).toMatch(/\/dev\/infiniband\/rdma_cm, \/dev\/infiniband\/uverbs0, CAP_IPC_LOCK and NCCL_IB_HCA=rocep1s0f1,roceP2p1s0f1/);
+        expect(transportHint(config, plain)).toMatch(/eth1 has no RoCE device/);
     });
 });
 

@@ -13,7 +13,10 @@
  * 3. Read (resourceDockerContainerRead), which Create ends with: `entrypoint` and `command` from
  *    Config, `shm_size` = ShmSize / 1024 / 1024 (integer division), `network_mode`, `ipc_mode`,
  *    `restart` and `max_retry_count` from HostConfig, `stop_signal` from Config, `gpus` and `ulimit` only when configured. Env and labels are not
- *    read back (the image adds its own), so the state keeps what was sent.
+ *    read back (the image adds its own), so the state keeps what was sent. `devices` only when
+ *    configured (host path, permissions, and the container path when it was given); `privileged`
+ *    always; `capabilities` from HostConfig.CapAdd when not empty, as Docker stored them: Docker
+ *    writes each one with its `CAP_` prefix (`--cap-add IPC_LOCK` is inspected as `CAP_IPC_LOCK`).
  * Simpler than the provider: only the fields vllm-fleet sets are modelled.
  */
 
@@ -29,6 +32,9 @@ export interface ContainerInputs {
     ipcMode?: string;
     shmSize?: number;
     gpus?: string;
+    devices?: { hostPath: string; containerPath?: string; permissions?: string }[];
+    capabilities?: { adds: string[] };
+    privileged?: boolean;
     restart?: string;
     maxRetryCount?: number;
     stopSignal?: string;
@@ -78,13 +84,29 @@ export function dockerProviderState(inputs: ContainerInputs, image: ImageConfig)
         restart: isSet(inputs.restart) ? inputs.restart : "no",
         maxRetryCount: isSet(inputs.maxRetryCount) ? inputs.maxRetryCount : 0,
         stopSignal: isSet(inputs.stopSignal) ? inputs.stopSignal : "",
+        devices: isSet(inputs.devices)
+            ? inputs.devices!.map(({ containerPath, ...device }) => ({
+                  ...device,
+                  ...(containerPath ? { containerPath } : {}),
+                  permissions: device.permissions || "rwm",
+              }))
+            : undefined,
+        capabilities: isSet(inputs.capabilities?.adds) ? { adds: inputs.capabilities!.adds.map((cap) => (cap.startsWith("CAP_") ? cap : `CAP_${cap.toUpperCase()}`)) } : undefined,
+        privileged: inputs.privileged === true,
     };
+}
+
+/** JSON with object keys sorted: the provider's attributes have no key order. */
+function canonical(value: unknown): string {
+    return JSON.stringify(value, (_key, inner) =>
+        inner && typeof inner === "object" && !Array.isArray(inner) ? Object.fromEntries(Object.keys(inner).sort().map((key) => [key, inner[key]])) : inner,
+    );
 }
 
 /** The fields of `inputs` whose stored value differs: each one replaces the container on the next `up`. */
 export function fieldsThatWouldReplace(inputs: ContainerInputs, stored: ContainerInputs): string[] {
     return (Object.keys(inputs) as (keyof ContainerInputs)[])
         .filter((key) => inputs[key] !== undefined)
-        .filter((key) => JSON.stringify(inputs[key]) !== JSON.stringify(stored[key]))
+        .filter((key) => canonical(inputs[key]) !== canonical(stored[key]))
         .map(String);
 }

@@ -4,11 +4,13 @@ import { describe, expect, it } from "vitest";
 import {
     NodeFacts,
     PreflightError,
+    fabricHcas,
     findFabric,
     parseGpuQuery,
     parseIbdev2netdev,
     parseIpAddr,
     parseProbeOutput,
+    parseRdmaDevices,
     parseSmiHeader,
     preflight,
     usableMemoryBytes,
@@ -36,6 +38,8 @@ function sparkProbe(overrides: { image?: string; ipAddr?: string; model?: string
         overrides.ipAddr ?? mgmtIpAddr + fixture("ip-addr-spark-fabric.txt"),
         "### ibdev2netdev",
         fixture("ibdev2netdev-spark.txt"),
+        "### rdma-devices",
+        "/dev/infiniband/uverbs1\n/dev/infiniband/rdma_cm\n/dev/infiniband/uverbs0",
         "### docker",
         "28.3.3",
         "### image",
@@ -95,6 +99,37 @@ describe("parsers, on outputs of real DGX Sparks", () => {
     });
 });
 
+describe("RDMA facts", () => {
+    it("lists the RDMA device nodes, sorted, and nothing else", () => {
+        expect(parseRdmaDevices("/dev/infiniband/uverbs1\n/dev/infiniband/rdma_cm\nfind: '/dev/infiniband': No such file or directory\n\n/dev/sda")).toEqual([
+            "/dev/infiniband/rdma_cm",
+            "/dev/infiniband/uverbs1",
+        ]);
+        expect(parseRdmaDevices("")).toEqual([]);
+    });
+
+    const hcas = parseIbdev2netdev(fixture("ibdev2netdev-spark.txt"));
+    const otherPortUp = parseIbdev2netdev(fixture("ibdev2netdev-spark.txt").replace("enp1s0f0np0 (Down)", "enp1s0f0np0 (Up)"));
+
+    it("gives NCCL the fabric port's RoCE device and its twin on the same cable", () => {
+        expect(fabricHcas(hcas, "enp1s0f1np1")).toEqual(["roceP2p1s0f1", "rocep1s0f1"]);
+        expect(fabricHcas(hcas, "enP2p1s0f1np1")).toEqual(["roceP2p1s0f1", "rocep1s0f1"]);
+    });
+
+    it("leaves out the devices of ports cabled elsewhere, and a twin that is down", () => {
+        expect(fabricHcas(otherPortUp, "enp1s0f1np1")).toEqual(["roceP2p1s0f1", "rocep1s0f1"]);
+        expect(fabricHcas(otherPortUp, "enp1s0f0np0")).toEqual(["rocep1s0f0"]);
+        const twinDown = parseIbdev2netdev("rocep1s0f1 port 1 ==> enp1s0f1np1 (Up)\nroceP2p1s0f1 port 1 ==> enP2p1s0f1np1 (Down)");
+        expect(fabricHcas(twinDown, "enp1s0f1np1")).toEqual(["rocep1s0f1"]);
+    });
+
+    it("has none for a fabric interface without RoCE, e.g. a plain Ethernet port", () => {
+        expect(fabricHcas(hcas, "enP7s7")).toEqual([]);
+        expect(fabricHcas(parseIbdev2netdev("mlx5_0 port 1 ==> eth2 (Up)"), "eth2")).toEqual(["mlx5_0"]);
+        expect(fabricHcas(parseIbdev2netdev("mlx5_0 port 1 ==> eth2 (Up)"), "eth3")).toEqual([]);
+    });
+});
+
 describe("findFabric", () => {
     const facts = parseProbeOutput(sparkProbe());
 
@@ -103,6 +138,7 @@ describe("findFabric", () => {
             interface: "enp1s0f1np1",
             ip: "192.168.100.10",
             hcas: ["roceP2p1s0f1", "rocep1s0f1"],
+            rdmaDevices: ["/dev/infiniband/rdma_cm", "/dev/infiniband/uverbs0", "/dev/infiniband/uverbs1"],
         });
     });
 

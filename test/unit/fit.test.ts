@@ -102,6 +102,7 @@ function sparkFacts(memTotalBytes = SPARK_MEMTOTAL_KB * 1024): NodeFacts {
         memAvailableBytes: memTotalBytes,
         interfaces: [],
         hcas: [],
+        rdmaDevices: [],
         model: { exists: true, files: [], totalBytes: 0 },
     };
 }

@@ -24,11 +24,14 @@ export interface RecordedResource {
 
 const fixture = (name: string) => fs.readFileSync(path.join(__dirname, "..", "fixtures", name), "utf8");
 
+/** The RDMA device nodes of a Spark (ConnectX-7: one uverbs device per RoCE device, and rdma_cm). */
+export const SPARK_RDMA_DEVICES = ["/dev/infiniband/rdma_cm", "/dev/infiniband/uverbs0", "/dev/infiniband/uverbs1", "/dev/infiniband/uverbs2", "/dev/infiniband/uverbs3"];
+
 /** What probe.sh prints on a simulated Spark with this fabric address. */
 export function sparkProbeOutput(
     fabricIp: string,
     mgmtIp: string,
-    overrides: { imageId?: string; gpus?: number; modelConfig?: object; weightBytes?: number } = {},
+    overrides: { imageId?: string; gpus?: number; modelConfig?: object; weightBytes?: number; rdmaDevices?: string[] } = {},
 ): string {
     const gpuLines = Array.from({ length: overrides.gpus ?? 1 }, (_, index) => `${index}, NVIDIA GB10, [N/A], [N/A], [N/A]`);
     return [
@@ -46,6 +49,8 @@ export function sparkProbeOutput(
         `3: enp1s0f1np1: <BROADCAST,MULTICAST,UP,LOWER_UP> mtu 1500\n    inet ${fabricIp}/24 scope global enp1s0f1np1`,
         "### ibdev2netdev",
         fixture("ibdev2netdev-spark.txt"),
+        "### rdma-devices",
+        ...(overrides.rdmaDevices ?? SPARK_RDMA_DEVICES),
         "### docker",
         "28.3.3",
         "### image",
@@ -139,6 +144,10 @@ export async function runProgram(
                     // After a sync the receiving node lists what the first node has.
                     const listing = probe(name.replace(/-weights-close$/, "")).split("### model\n")[1].split("\n### ")[0];
                     stdout = `### model\n${listing}`;
+                } else if (/-fabric-[^-]+$/.test(name)) {
+                    stdout = "transport IB\nnccl NET/IB : Using [0]rocep1s0f1:1/RoCE [1]roceP2p1s0f1:1/RoCE [RO]; OOB enp1s0f1np1:192.168.200.12<0>";
+                } else if (/-args-check$/.test(name)) {
+                    stdout = "accepted";
                 } else if (/-serve$/.test(name)) {
                     stdout = 'started\ncompletion {"choices":[{"text":"ranks: 0@x"}]}';
                 } else {

@@ -81,6 +81,9 @@ describe("the program's graph (mocks)", async () => {
             "ray-ready": "ray",
             "vllm-serve": "vllm",
             "vllm-watchdog": "vllm",
+            "vllm-fabric-spark1": "vllm",
+            "vllm-fabric-spark2": "vllm",
+            "vllm-args-check": "spark1",
         });
     });
 
@@ -94,6 +97,26 @@ describe("the program's graph (mocks)", async () => {
         const env = envOf(args);
         expect(env).toMatchObject({ WATCHDOG_EXECUTOR: "ray", WATCHDOG_CONTAINER: "vllm-fleet-ray", WATCHDOG_PORT: "30000", WATCHDOG_FAILURES: "3", WATCHDOG_MAX_RESTARTS: "3" });
         expect(JSON.parse(env.WATCHDOG_SERVE_ARGS)).toEqual(expect.arrayContaining(["serve", "--distributed-executor-backend", "ray"]));
+    });
+
+    it("checks the serve arguments with the image's vLLM, on the first node, before the Ray head starts", () => {
+        const check = run.byName("vllm-args-check");
+        expect(unsecret(check.inputs).node).toBe("spark1");
+        const program = unsecret(check.inputs.create);
+        expect(program).toContain("vllm.entrypoints.cli.serve import ServeSubcommand");
+        expect(program).toMatch(/SERVE_ARGS=\('serve' '\/models\/[^)]*'--reasoning-parser' 'qwen3' '--tool-call-parser' 'qwen3_coder'/);
+        expect(program).toContain("'tool call parser|vllm.toolCallParser'");
+        expect(run.byName("ray-spark1-ray-head").dependencies).toContain(check.urn);
+    });
+
+    it("reads each node's NCCL transport once vLLM serves, and outputs it per node", () => {
+        for (const node of ["spark1", "spark2"]) {
+            const fabric = run.byName(`vllm-fabric-${node}`);
+            expect(unsecret(fabric.inputs).node).toBe(node);
+            expect(fabric.dependencies).toContain(run.byName("vllm-serve").urn);
+            expect(unsecret(fabric.inputs.create)).toContain("POLICY='refuse'");
+        }
+        expect(run.outputs.fabricTransport).toEqual({ spark1: "IB", spark2: "IB" });
     });
 
     it("has Docker restart the Ray containers on failure, a bounded number of times", () => {
@@ -124,16 +147,14 @@ describe("the program's graph (mocks)", async () => {
             ["ray-spark2-ray-worker", "spark2"],
         ]) {
             const args = dockerRunArgs(run, name);
-            const { RAY_prestart_worker_first_driver: _prestart, RAY_gcs_rpc_server_reconnect_timeout_s: _reconnect, ...pins } = envOf(args);
+            const { RAY_prestart_worker_first_driver: _prestart, RAY_gcs_rpc_server_reconnect_timeout_s: _reconnect, VLLM_CONFIG_ROOT: _root, ...pins } = envOf(args);
             expect(pins).toEqual({
                 VLLM_HOST_IP: fabricIps[node],
-                RAY_NODE_IP_ADDRESS: fabricIps[node],
-                RAY_OVERRIDE_NODE_IP_ADDRESS: fabricIps[node],
                 NCCL_SOCKET_IFNAME: "enp1s0f1np1",
                 GLOO_SOCKET_IFNAME: "enp1s0f1np1",
-                TP_SOCKET_IFNAME: "enp1s0f1np1",
-                UCX_NET_DEVICES: "enp1s0f1np1",
                 NCCL_IB_HCA: "roceP2p1s0f1,rocep1s0f1",
+                NCCL_DEBUG: "INFO",
+                NCCL_DEBUG_SUBSYS: "INIT,NET",
                 RAY_memory_monitor_refresh_ms: "0",
                 RAY_USAGE_STATS_ENABLED: "0",
                 VLLM_NO_USAGE_STATS: "1",
@@ -201,7 +222,7 @@ describe("the pulumi-command runner", async () => {
 
     it("uses remote.Command with a short dial limit and no previous output in the environment", () => {
         const commands = run.resources.filter((r) => r.type === "command:remote:Command");
-        expect(commands).toHaveLength(7);
+        expect(commands).toHaveLength(10);
         for (const resource of commands) {
             expect(resource.inputs.addPreviousOutputInEnv).toBe(false);
             expect(unsecret(resource.inputs.connection)).toMatchObject({ user: "aurora", port: 22, dialErrorLimit: 3, perDialTimeout: 20 });
@@ -267,11 +288,16 @@ describe("the mp executor (vLLM's native multi-node)", async () => {
     it("has no Ray cluster: a vLLM container per node and a readiness gate on node 0", () => {
         expect(run.resources.some((resource) => resource.type === "vllm-fleet:ray:RayCluster")).toBe(false);
         const serving = run.resources.filter((r) => r.type === COMMAND && parentName(run, r) === "vllm").map((r) => r.name);
-        expect(serving.sort()).toEqual(["vllm-ready", "vllm-spark1-rank0", "vllm-spark2-rank1", "vllm-watchdog"]);
+        expect(serving.sort()).toEqual(["vllm-fabric-spark1", "vllm-fabric-spark2", "vllm-ready", "vllm-spark1-rank0", "vllm-spark2-rank1", "vllm-watchdog"]);
         expect(run.byName("vllm-ready").dependencies).toEqual(
             expect.arrayContaining([run.byName("vllm-spark1-rank0").urn, run.byName("vllm-spark2-rank1").urn]),
         );
         expect(run.outputs.rayHead).toBe("");
+        // Both ranks start after the image's vLLM accepted rank 0's arguments.
+        for (const rank of ["vllm-spark1-rank0", "vllm-spark2-rank1"]) {
+            expect(run.byName(rank).dependencies).toContain(run.byName("vllm-args-check").urn);
+        }
+        expect(unsecret(run.byName("vllm-args-check").inputs.create)).toMatch(/SERVE_ARGS=\('serve' .*'--nnodes' '2' '--node-rank' '0' '--master-addr' '192\.168\.200\.12'/);
         expect(run.outputs.fabricIps).toEqual({ spark1: "192.168.200.12", spark2: "192.168.200.13" });
     });
 

@@ -71,6 +71,26 @@ describe("the model of the Docker provider", () => {
         const inputs = { ...base, command: [] as string[] };
         expect(fieldsThatWouldReplace(inputs, dockerProviderState(inputs, { entrypoint: ["vllm", "serve"], cmd: ["--help"] }))).toEqual(["command"]);
     });
+
+    it("flags a capability without Docker's CAP_ prefix, and a device without its permissions", () => {
+        const inputs = { ...base, entrypoints: ["ray"], capabilities: { adds: ["IPC_LOCK"] }, devices: [{ hostPath: "/dev/infiniband/uverbs0", containerPath: "/dev/infiniband/uverbs0" }] };
+        expect(fieldsThatWouldReplace(inputs, dockerProviderState(inputs, VLLM_IMAGE))).toEqual(["capabilities", "devices"]);
+    });
+
+    it("flags privileged: false, which the provider reads back as set", () => {
+        const inputs = { ...base, entrypoints: ["ray"], privileged: false };
+        expect(fieldsThatWouldReplace(inputs, dockerProviderState(inputs, VLLM_IMAGE))).toEqual([]);
+    });
+});
+
+describe("the serving containers get the RDMA devices in a form the Docker provider keeps", async () => {
+    const run = await runProgram({ ...users, executor: "mp" }, probe);
+    it.each(containers(run).filter(([name]) => !name.endsWith("watchdog")))("%s", (_name, inputs) => {
+        expect(inputs.devices?.map((device) => device.hostPath)).toEqual(expect.arrayContaining(["/dev/infiniband/uverbs0", "/dev/infiniband/rdma_cm"]));
+        expect(inputs.capabilities).toEqual({ adds: ["CAP_IPC_LOCK"] });
+        expect(inputs.privileged).toBeUndefined();
+        expect(fieldsThatWouldReplace(inputs, dockerProviderState(inputs, VLLM_IMAGE))).toEqual([]);
+    });
 });
 
 describe("remote.Command keeps what the program sends", async () => {
@@ -85,8 +105,9 @@ describe("remote.Command keeps what the program sends", async () => {
     });
 
     it("runs short command lines; the programs travel on standard input", () => {
-        // join waits, the gate, vllm serve, and a remove-first step per Docker container.
-        expect(commands.length).toBe(6);
+        // join waits, the gate, vllm serve, the check of its arguments, the fabric check per node,
+        // and a remove-first step per Docker container.
+        expect(commands.length).toBe(9);
         for (const resource of commands) {
             const inputs = unsecret(resource.inputs);
             expect(inputs.create).toBe(runFromStdin("create"));

@@ -120,3 +120,57 @@ describe("ray-ready.sh: the cluster is ready when Ray itself counts every node a
         expect(outcome.stderr).toContain("GPUs: 1 of 2");
     }, 20_000);
 });
+
+describe("nccl-transport.sh: the transport each rank's NCCL chose, from NCCL's own start-up lines", () => {
+    const vars = (executor: string, policy: string) => ({ NODE: "spark2", CONTAINER: "vllm-fleet-vllm", EXECUTOR: executor, POLICY: policy, HINT: "no RDMA device nodes" });
+    const ib = [
+        "spark2:4117:4117 [1] NCCL INFO Bootstrap : Using enp1s0f1np1:192.168.200.13<0>",
+        "spark2:4117:4117 [1] NCCL INFO NET/IB : Using [0]rocep1s0f1:1/RoCE [1]roceP2p1s0f1:1/RoCE [RO]; OOB enp1s0f1np1:192.168.200.13<0>",
+        "spark2:4117:4117 [1] NCCL INFO Using network IB",
+    ].join("\n");
+    const socket = [
+        "spark2:5120:5120 [1] NCCL INFO NET/IB : No device found.",
+        "spark2:5120:5120 [1] NCCL INFO NET/Socket : Using [0]enp1s0f1np1:192.168.200.13<0>",
+        "spark2:5120:5120 [1] NCCL INFO Using network Socket",
+    ].join("\n");
+
+    it("reads IB from an mp rank's container log, with NCCL's NET line", () => {
+        const outcome = runScript("nccl-transport", vars("mp", "refuse"), { log: `INFO started\n${ib}\nINFO serving\n` });
+        expect(outcome.status).toBe(0);
+        expect(outcome.stdout).toMatch(/^transport IB$/m);
+        expect(outcome.stdout).toContain("nccl NET/IB : Using [0]rocep1s0f1:1/RoCE");
+    });
+
+    it("takes the newest start: a rank restarted after a fix reads IB, one that fell back reads Socket", () => {
+        expect(runScript("nccl-transport", vars("mp", "refuse"), { log: `${socket}\n${ib}\n` }).stdout).toMatch(/^transport IB$/m);
+        expect(runScript("nccl-transport", vars("mp", "warn"), { log: `${ib}\n${socket}\n` }).stdout).toMatch(/^transport Socket$/m);
+    });
+
+    it("refuses TCP sockets when the policy says so, naming the node, the hint and the way out", () => {
+        const outcome = runScript("nccl-transport", vars("mp", "refuse"), { log: socket });
+        expect(outcome.status).toBe(1);
+        expect(outcome.stderr).toContain("node spark2: NCCL uses TCP sockets (NET/Socket), not RoCE (NET/IB): no RDMA device nodes");
+        expect(outcome.stderr).toContain("vllm-fleet:fabric.socketTransport to warn");
+    });
+
+    it("only reports TCP sockets when the policy is warn", () => {
+        const outcome = runScript("nccl-transport", vars("mp", "warn"), { log: socket });
+        expect(outcome.status).toBe(0);
+        expect(outcome.stdout).toMatch(/^transport Socket$/m);
+        expect(outcome.stdout).toContain("nccl NET/Socket : Using [0]enp1s0f1np1");
+    });
+
+    it("reads the Ray workers' logs in the Ray container (ray executor), not the container's own log", () => {
+        const outcome = runScript("nccl-transport", { ...vars("ray", "refuse"), CONTAINER: "vllm-fleet-ray" }, { exec: ib, log: socket });
+        expect(outcome.status).toBe(0);
+        expect(outcome.stdout).toMatch(/^transport IB$/m);
+        expect(outcome.calls).toContain("exec");
+        expect(outcome.calls).not.toContain("logs");
+    });
+
+    it("says unknown, and refuses nothing, when no NCCL line is there", () => {
+        const outcome = runScript("nccl-transport", vars("mp", "refuse"), { log: "INFO no nccl debug here\n" });
+        expect(outcome.status).toBe(0);
+        expect(outcome.stdout).toMatch(/^transport unknown$/m);
+    });
+});

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Checks the serve arguments with the vLLM inside the image, before any Ray or vLLM container starts:
+# vLLM's own parser and its own validation (`vllm serve`'s, with its start replaced by a print), in
+# a throw-away container with no network. Read-only. A refusal quotes vLLM's message and names the
+# config keys behind the flags it mentions.
+# Inputs: IMAGE, SERVE_ARGS (array: arguments of `vllm`, `serve` first), FLAG_KEYS (array of
+#         "<text>|<config key>": a flag, or words of vLLM's message, and the key behind them), TIMEOUT (seconds).
+set -euo pipefail
+
+check='
+import sys
+argv = sys.argv[1:]
+try:
+    from vllm.entrypoints.cli.serve import ServeSubcommand
+    from vllm.entrypoints.cli import main as cli_main
+except Exception as error:  # another module layout: the check cannot run, the start will tell
+    print(f"vllm-fleet: cannot load the CLI of this vLLM ({type(error).__name__}: {error})", file=sys.stderr)
+    sys.exit(3)
+
+def accepted(args):
+    print("vllm-fleet: serve arguments accepted")
+
+# vLLM binds the command when it builds its parser: replaced before, it parses and validates only.
+ServeSubcommand.cmd = staticmethod(accepted)
+sys.argv = ["vllm"] + argv
+cli_main.main()
+'
+
+status=0
+output="$(timeout "$TIMEOUT" docker run --rm --network none --gpus all --entrypoint python3 "$IMAGE" -c "$check" "${SERVE_ARGS[@]}" 2>&1)" || status=$?
+if [ "$status" -eq 0 ] && printf '%s\n' "$output" | grep -q '^vllm-fleet: serve arguments accepted$'; then
+  echo "accepted"
+  exit 0
+fi
+if [ "$status" -eq 3 ]; then
+  echo "unchecked: $(printf '%s\n' "$output" | tail -n 1)"
+  exit 0
+fi
+if [ "$status" -eq 124 ]; then
+  echo "the check of the serve arguments with $IMAGE's vLLM took more than ${TIMEOUT}s" >&2
+  exit 1
+fi
+# vLLM's message: argparse's `error:` line, else the last line of the traceback.
+message="$(printf '%s\n' "$output" | grep -m1 ': error: ' || true)"
+if [ -z "$message" ]; then
+  message="$(printf '%s\n' "$output" | grep -v '^\s*$' | tail -n 1)"
+fi
+keys=""
+for pair in "${FLAG_KEYS[@]}"; do
+  text="${pair%%|*}"
+  key="${pair#*|}"
+  if printf '%s\n' "$message" | grep -qiF -- "$text"; then
+    case " $keys " in *" $key "*) ;; *) keys="${keys:+$keys }$key" ;; esac
+  fi
+done
+echo "the vLLM in $IMAGE refuses the serve arguments: $message${keys:+ (config: $(printf '%s' "$keys" | sed 's/ /, /g'))}" >&2
+exit 1
