@@ -45,12 +45,21 @@ export interface StartOptions {
     readonly watchSeconds?: number;
 }
 
+/**
+ * Variables whose values are secrets: the ssh driver's `docker run` names them (`--env NAME`) and
+ * takes their values from its own environment, set by the program (which travels on standard
+ * input), so they never appear in a command line, where any user of the node could read them.
+ */
+export const SECRET_ENV = ["VLLM_API_KEY"] as const;
+
 /** The `create` and `delete` programs of the ssh driver for a spec. */
 export function sshDriverCommands(spec: ContainerSpec, start: StartOptions = {}): { create: string; delete: string } {
+    const secrets = SECRET_ENV.filter((name) => spec.env[name] !== undefined);
     return {
         create: scriptProgram("container-run", {
             NAME: spec.name,
-            RUN_ARGS: toDockerRunArgs(spec),
+            RUN_ARGS: toDockerRunArgs(spec, { valuesFromEnvironment: secrets }),
+            SECRET_ENV: secrets.map((name) => `${name}=${spec.env[name]}`),
             REMOVE_FIRST: (start.removeFirst ?? []).filter((name) => name !== spec.name),
             WATCH_SECONDS: start.watchSeconds ?? 2,
         }),

@@ -58,8 +58,12 @@ function sortedEntries(record: Readonly<Record<string, string>>): [string, strin
         .map((key) => [key, record[key]]);
 }
 
-/** `docker run` arguments (after `docker`) that create the container detached. */
-export function toDockerRunArgs(spec: ContainerSpec): string[] {
+/**
+ * `docker run` arguments (after `docker`) that create the container detached. The variables named
+ * in `valuesFromEnvironment` are passed by name only (`--env NAME`): docker takes their values from
+ * its own environment, so secrets stay off the command line.
+ */
+export function toDockerRunArgs(spec: ContainerSpec, options: { readonly valuesFromEnvironment?: readonly string[] } = {}): string[] {
     const args = ["run", "--detach", "--name", spec.name];
     if (spec.networkHost) {
         args.push("--network", "host");
@@ -89,7 +93,7 @@ export function toDockerRunArgs(spec: ContainerSpec): string[] {
         args.push("--volume", `${mount.source}:${mount.target}${mount.readOnly ? ":ro" : ""}`);
     }
     for (const [key, value] of sortedEntries(spec.env)) {
-        args.push("--env", `${key}=${value}`);
+        args.push("--env", options.valuesFromEnvironment?.includes(key) ? key : `${key}=${value}`);
     }
     for (const [key, value] of sortedEntries(spec.labels)) {
         args.push("--label", `${key}=${value}`);

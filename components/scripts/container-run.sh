@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Starts one container from its docker run arguments (see components/containerSpec.ts).
 # Inputs: NAME (container name), RUN_ARGS (array: the arguments after `docker`),
+#         SECRET_ENV (array of NAME=value: variables RUN_ARGS names without a value, `--env NAME`, so
+#         that docker takes them from here and no command line shows them),
 #         REMOVE_FIRST (array: containers to remove before starting, may be empty),
 #         WATCH_SECONDS (how long the new container must stay up before this step succeeds: 0 when
 #         the step that follows on this node watches it anyway, as the Ray join wait does).
@@ -14,6 +16,9 @@ for name in "$NAME" "${REMOVE_FIRST[@]}"; do
     docker rm -f "$name" >/dev/null
     [ "$name" = "$NAME" ] || echo "removed $name first (it held the GPU)"
   fi
+done
+for pair in "${SECRET_ENV[@]}"; do
+  export "$pair"
 done
 id="$(docker "${RUN_ARGS[@]}")"
 # Looked at right away, then every half second for WATCH_SECONDS.

@@ -14,8 +14,10 @@ server_log() {
   fi
 }
 
+# The key by name only: docker takes its value from this environment, no command line shows it.
+export VLLM_API_KEY="$API_KEY"
 probe() {
-  docker exec -i --env "VLLM_API_KEY=$API_KEY" "$CONTAINER" python3 - "$PORT" "$SERVED_NAME" "$1" <<'PY'
+  docker exec -i --env VLLM_API_KEY "$CONTAINER" python3 - "$PORT" "$SERVED_NAME" "$1" <<'PY'
 import json, os, sys, urllib.request
 port, model, what = sys.argv[1], sys.argv[2], sys.argv[3]
 headers = {"Content-Type": "application/json"}

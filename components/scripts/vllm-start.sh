@@ -24,7 +24,9 @@ done
 printf '%s\n' "$NON_CARRY_OVER" | docker exec -i "$CONTAINER" sh -c 'mkdir -p "$0" && cat > "$0/ray_non_carry_over_env_vars.json"' "$CONFIG_ROOT"
 
 # The arguments travel as "$@" of a fixed shell line, never spliced into it.
-docker exec --detach --env "VLLM_API_KEY=$API_KEY" "$CONTAINER" \
+# The key by name only: docker takes its value from this environment, no command line shows it.
+export VLLM_API_KEY="$API_KEY"
+docker exec --detach --env VLLM_API_KEY "$CONTAINER" \
   sh -c 'exec "$@" >"$0" 2>&1' "$LOG_FILE" vllm "${SERVE_ARGS[@]}"
 printf '%s\n' "$TOKEN" | docker exec -i "$CONTAINER" sh -c 'cat > /tmp/vllm-fleet-serve.token'
 echo "started: vllm ${SERVE_ARGS[*]}"

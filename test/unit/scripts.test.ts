@@ -174,3 +174,31 @@ describe("nccl-transport.sh: the transport each rank's NCCL chose, from NCCL's o
         expect(outcome.stdout).toMatch(/^transport unknown$/m);
     });
 });
+
+describe("secrets stay off the node's command lines", () => {
+    it("vllm-start.sh and vllm-ready.sh name the API key to docker exec, which takes its value from their environment", () => {
+        for (const name of ["vllm-start", "vllm-ready"]) {
+            const vars = {
+                CONTAINER: "vllm-fleet-ray",
+                SERVE_ARGS: ["serve", "/models/m"],
+                API_KEY: "sk-very-secret",
+                LOG_FILE: "/tmp/serve.log",
+                TOKEN: "t1",
+                CONFIG_ROOT: "/etc/vllm-fleet/vllm",
+                NON_CARRY_OVER: "[]",
+                PORT: 8000,
+                SERVED_NAME: "m",
+                TIMEOUT: 1,
+            };
+            const outcome = runWithFakeDocker(bashCommand(scriptProgram(name, vars)), { exec: '{"data":[{"id":"m"}]}' });
+            const execs = outcome.calls.filter((args) => args[0] === "exec" && args.includes("--env"));
+            expect(execs.length).toBeGreaterThan(0);
+            for (const args of outcome.calls) {
+                expect(args.join(" ")).not.toContain("sk-very-secret");
+            }
+            for (const args of execs) {
+                expect(args[args.indexOf("--env") + 1]).toBe("VLLM_API_KEY");
+            }
+        }
+    });
+});
