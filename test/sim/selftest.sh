@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # Self-test of the proving ground, driven by hand (docker exec + real SSH, no Pulumi):
-# brings up simulated Sparks, runs real Ray and the vLLM stand-in on them the way a launcher
-# would, proves the fabric-pinned path works, reproduces the seeds' bug (Ray head on the
-# management address), the GPU-shortage failure of TP=2 on one node, and vLLM's native mp
-# multi-node. Always tears down. Ends with the line "N passed, M failed".
+# brings up two simulated Sparks that differ like a real pair can (node 1's fabric port is
+# enP2p1s0f1np1 and it lacks its RDMA device nodes), runs real Ray and the vLLM stand-in on them
+# the way a launcher would, checks the stand-in's `vllm` CLI against vLLM 0.17.1's behaviour,
+# proves the fabric-pinned path works (and that vLLM's Ray env carry-over breaks it unless the
+# node-local variables are in ray_non_carry_over_env_vars.json), NCCL's NET/IB vs NET/Socket
+# choice, reproduces the seeds' bug (Ray head on the management address), the GPU-shortage
+# failure of TP=2 on one node, and vLLM's native mp multi-node. Always tears down. Ends with the
+# line "N passed, M failed".
 set -euo pipefail
 
 SELF_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -74,6 +78,9 @@ ssh_on() { # index cmd... : real SSH as spark with the pinned host key
 }
 mgmt_ip() { json_get "$STATE/cluster.json" "d['nodes'][$1]['mgmtIp']"; }
 fabric_ip() { json_get "$STATE/cluster.json" "d['nodes'][$1]['fabricIp']"; }
+fabric_iface() { json_get "$STATE/cluster.json" "d['nodes'][$1]['fabricIface']"; }
+# The RoCE HCA of the node's fabric port: the Up line of ibdev2netdev (what a launcher reads).
+fabric_hca() { on "$1" ibdev2netdev | awk '/\(Up\)$/ {print $1; exit}'; }
 
 # docker run in node <index> with what a launcher gives a Ray/vLLM container.
 run_workload() { # index name [docker-run args...] -- [container args...]
@@ -88,12 +95,19 @@ run_workload() { # index name [docker-run args...] -- [container args...]
     "${run_args[@]}" "$WORKLOAD" "$@" >/dev/null
 }
 
-pinned_env() { # index -> -e flags pinning everything to the node's fabric
-  local ip iface=enp1s0f1np1
+pinned_env() { # index -> docker run flags pinning everything to the node's fabric (and its RoCE)
+  local ip iface hca dev
   ip="$(fabric_ip "$1")"
+  iface="$(fabric_iface "$1")"
+  hca="$(fabric_hca "$1")"
   printf '%s\n' -e "VLLM_HOST_IP=$ip" -e "RAY_OVERRIDE_NODE_IP_ADDRESS=$ip" \
     -e "NCCL_SOCKET_IFNAME=$iface" -e "GLOO_SOCKET_IFNAME=$iface" -e "TP_SOCKET_IFNAME=$iface" \
-    -e "UCX_NET_DEVICES=$iface" -e "NCCL_IB_HCA=rocep1s0f1" -e NCCL_DEBUG=INFO
+    -e "UCX_NET_DEVICES=$iface" -e "NCCL_IB_HCA=$hca" -e NCCL_DEBUG=INFO -e NCCL_DEBUG_SUBSYS=INIT,NET
+  # The node's RDMA device nodes, if it has them, and the right to pin memory for RoCE.
+  for dev in $(on "$1" sh -c 'ls /dev/infiniband 2>/dev/null' || true); do
+    printf '%s\n' "--device=/dev/infiniband/$dev"
+  done
+  printf '%s\n' --cap-add=IPC_LOCK --ulimit "memlock=$MEMLOCK:$MEMLOCK"
 }
 
 ray_start_head() { # index pinned(1|0)
@@ -137,6 +151,16 @@ wait_ray_nodes() { # count
     ((SECONDS < deadline)) || return 1
     sleep 2
   done
+}
+
+# The Ray worker logs of a node's Ray container: all of them, or (nccl) the newest one with NCCL's
+# "Using network" line, i.e. the newest rank started there.
+ray_worker_logs() { # index container all|nccl
+  if [[ "$3" == all ]]; then
+    on "$1" docker exec "$2" sh -c 'cat /tmp/ray/session_latest/logs/worker-*.out' 2>&1 || true
+  else
+    on "$1" docker exec "$2" sh -c 'f="$(ls -t /tmp/ray/session_latest/logs/worker-*.out | xargs grep -l "NCCL INFO Using network" | head -n 1)"; [ -n "$f" ] && cat "$f"' 2>&1 || true
+  fi
 }
 
 remove_containers() { # index names...
@@ -188,23 +212,48 @@ else
   fail "up -n 9 is refused with a clear error" "$out"
 fi
 
-note "bring up 2 simulated Sparks ($CLUSTER)"
+out="$("$SIM" up -n 2 -c "$CLUSTER" --fabric-ifaces enp1s0f1np1 2>&1)" && rc=0 || rc=$?
+out2="$("$SIM" up -n 2 -c "$CLUSTER" --no-rdma 2 2>&1)" && rc2=0 || rc2=$?
+out3="$("$SIM" up -n 2 -c "$CLUSTER" --fabric-ifaces enp1s0f1np1,this-name-is-too-long 2>&1)" && rc3=0 || rc3=$?
+if ((rc != 0 && rc2 != 0 && rc3 != 0)) && grep -q -- "--fabric-ifaces needs one name per node (2)" <<<"$out" &&
+  grep -q -- "--no-rdma takes node indexes from 0 to 1" <<<"$out2" &&
+  grep -q "invalid interface name 'this-name-is-too-long'" <<<"$out3"; then
+  pass "up refuses a wrong --fabric-ifaces count, a --no-rdma index out of range, a name over 15 chars"
+else
+  fail "up refuses bad --fabric-ifaces / --no-rdma" "$out $out2 $out3"
+fi
+
+# Node 1 differs from node 0 as a real pair can: its fabric port is the Spark's second one and
+# its RDMA device nodes are missing.
+UP_ARGS=(-n 2 -c "$CLUSTER" --fabric-ifaces enp1s0f1np1,enP2p1s0f1np1 --no-rdma 1)
+note "bring up 2 simulated Sparks ($CLUSTER: node 1 on enP2p1s0f1np1, without RDMA devices)"
 t0=$SECONDS
-if out="$("$SIM" up -n 2 -c "$CLUSTER" 2>&1)" && [[ -f "$STATE/cluster.json" ]] &&
+if out="$("$SIM" up "${UP_ARGS[@]}" 2>&1)" && [[ -f "$STATE/cluster.json" ]] &&
   [[ "$(json_get "$STATE/cluster.json" "len(d['nodes'])")" == 2 ]]; then
   pass "sim up -n 2 ($((SECONDS - t0)) s)"
 else
   fail "sim up -n 2" "$out"
   exit 1
 fi
+if out="$(json_get "$STATE/cluster.json" "[(n['fabricIface'], n['rdma']) for n in d['nodes']] + [d['fabricIface']]")" &&
+  [[ "$out" == "[('enp1s0f1np1', True), ('enP2p1s0f1np1', False), 'enp1s0f1np1']" ]]; then
+  pass "cluster.json: per-node fabricIface and rdma ($out)"
+else
+  fail "cluster.json: per-node fabricIface and rdma" "$out"
+fi
 WORKLOAD="$(json_get "$STATE/cluster.json" "d['workloadImage']")"
 M0="$(mgmt_ip 0)"
 F0="$(fabric_ip 0)"
 F1="$(fabric_ip 1)"
 MGMT_GW="$(json_get "$STATE/cluster.json" "d['mgmtGateway']")"
+# The memlock limit a container can get: unlimited (-1, what a launcher asks for RoCE) where the
+# node's hard limit allows it, else that limit (raising it needs CAP_SYS_RESOURCE, which the nodes
+# lack where the kernel's bounding set does; test/sim/README.md, machine notes).
+MEMLOCK_KB="$(on 0 sh -c 'ulimit -H -l')"
+if [[ "$MEMLOCK_KB" == unlimited ]]; then MEMLOCK=-1; else MEMLOCK=$((MEMLOCK_KB * 1024)); fi
 
 t0=$SECONDS
-if out="$("$SIM" up -n 2 -c "$CLUSTER" 2>&1)" && grep -q "reusing its 2 running nodes" <<<"$out"; then
+if out="$("$SIM" up "${UP_ARGS[@]}" 2>&1)" && grep -q "reusing its 2 running nodes" <<<"$out"; then
   pass "sim up again reuses the running cluster ($((SECONDS - t0)) s)"
 else
   fail "sim up again reuses the running cluster" "$out"
@@ -232,13 +281,59 @@ if out="$(ssh_on 1 nvidia-smi 2>&1)" &&
 else
   fail "nvidia-smi table matches the GB10 fixture lines" "$out"
 fi
-if out="$(ssh_on 1 'ibdev2netdev; ip -4 -o addr show enp1s0f1np1; ip route show default' 2>&1)" &&
-  grep -qx "rocep1s0f1 port 1 ==> enp1s0f1np1 (Up)" <<<"$out" &&
+if out="$(ssh_on 1 'ibdev2netdev; ip -4 -o addr show enP2p1s0f1np1; ip route show default' 2>&1)" &&
+  grep -qx "roceP2p1s0f1 port 1 ==> enP2p1s0f1np1 (Up)" <<<"$out" &&
   [[ "$(grep -c '(Down)' <<<"$out")" == 3 ]] &&
-  grep -q "inet $F1/24" <<<"$out" && grep -q "default via $MGMT_GW dev enP7s7" <<<"$out"; then
-  pass "ibdev2netdev, fabric address on enp1s0f1np1, default route via management"
+  grep -q "inet $F1/24" <<<"$out" && grep -q "default via $MGMT_GW dev enP7s7" <<<"$out" &&
+  out0="$(ssh_on 0 ibdev2netdev 2>&1)" && grep -qx "rocep1s0f1 port 1 ==> enp1s0f1np1 (Up)" <<<"$out0"; then
+  pass "ibdev2netdev maps each node's fabric HCA to its own port (node 1: enP2p1s0f1np1), default route via management"
 else
-  fail "ibdev2netdev, fabric address on enp1s0f1np1, default route via management" "$out"
+  fail "ibdev2netdev, fabric address on the node's port, default route via management" "$out ${out0:-}"
+fi
+# RDMA device nodes: node 0 has them (char 231:192..195 and 10:58), node 1 (--no-rdma) has none.
+want_devs="character special file 10:58 /dev/infiniband/rdma_cm
+character special file 231:192 /dev/infiniband/uverbs0
+character special file 231:193 /dev/infiniband/uverbs1
+character special file 231:194 /dev/infiniband/uverbs2
+character special file 231:195 /dev/infiniband/uverbs3"
+if out="$(on 0 sh -c 'for f in /dev/infiniband/*; do echo "$(stat -c %F "$f") $((0x$(stat -c %t "$f"))):$((0x$(stat -c %T "$f"))) $f"; done' 2>&1)" &&
+  [[ "$out" == "$want_devs" ]] && ! on 1 test -e /dev/infiniband; then
+  pass "RDMA device nodes on node 0 (uverbs0..3 231:192..195, rdma_cm 10:58), none on the --no-rdma node"
+else
+  fail "RDMA device nodes on node 0, none on the --no-rdma node" "$out"
+fi
+# A container gets them as a launcher passes them (DinD: the node's device cgroup allows them).
+rdma_run=(--device=/dev/infiniband/uverbs0 --device=/dev/infiniband/uverbs1 --device=/dev/infiniband/uverbs2
+  --device=/dev/infiniband/uverbs3 --device=/dev/infiniband/rdma_cm --cap-add=IPC_LOCK --ulimit "memlock=$MEMLOCK:$MEMLOCK")
+if out="$(on 0 docker run --rm "${rdma_run[@]}" --entrypoint sh "$WORKLOAD" -c \
+  'ls /dev/infiniband | tr "\n" " "; ulimit -l; grep CapEff /proc/self/status' 2>&1)" &&
+  grep -q "rdma_cm uverbs0 uverbs1 uverbs2 uverbs3 $MEMLOCK_KB" <<<"$out" &&
+  (($(printf '%d' "0x$(awk '/CapEff/ {print $2}' <<<"$out")") & (1 << 14))) &&
+  ! out1="$(on 1 docker run --rm --device=/dev/infiniband/uverbs0 --entrypoint true "$WORKLOAD" 2>&1)"; then
+  pass "docker run --device=/dev/infiniband/... --cap-add=IPC_LOCK --ulimit memlock=$MEMLOCK:$MEMLOCK in node 0; refused on node 1"
+else
+  fail "docker run with the RDMA devices in node 0 (and refused on node 1)" "$out ${out1:-}"
+fi
+# NCCL's choice in one rank: IB needs the devices, CAP_IPC_LOCK and IB not disabled.
+nccl_rank() { # docker-run args... : NCCL's "NET/" and "Using network" lines of one rank on node 0
+  on 0 docker run --rm --network host -e NCCL_DEBUG=INFO -e NCCL_SOCKET_IFNAME=enp1s0f1np1 "$@" \
+    --entrypoint python3 "$WORKLOAD" -c 'from vllm.distributed.device_communicators.pynccl_wrapper import comm_init_rank; comm_init_rank(0)' 2>&1 |
+    grep -o "NCCL INFO \(NET/.*\|Using network .*\)" | tr '\n' '|'
+}
+ib_on="$(nccl_rank "${rdma_run[@]}" -e NCCL_IB_HCA=rocep1s0f1)"
+no_cap="$(nccl_rank "${rdma_run[@]:0:5}" -e NCCL_IB_HCA=rocep1s0f1)"
+ib_off="$(nccl_rank "${rdma_run[@]}" -e NCCL_IB_HCA=rocep1s0f1 -e NCCL_IB_DISABLE=1)"
+other_hca="$(nccl_rank "${rdma_run[@]}" -e NCCL_IB_HCA=roceP2p1s0f1)"
+socket_line="NCCL INFO NET/Socket : Using [0]enp1s0f1np1:$F0<0>|NCCL INFO Using network Socket|"
+if [[ "$ib_on" == "NCCL INFO NET/IB : Using [0]rocep1s0f1:1/RoCE [RO]; OOB enp1s0f1np1:$F0<0>|NCCL INFO Using network IB|" ]] &&
+  [[ "$no_cap" == "NCCL INFO NET/IB : No device found.|NCCL INFO NET/IB : Using [RO]; OOB enp1s0f1np1:$F0<0>|$socket_line" ]] &&
+  [[ "$ib_off" == "$socket_line" ]] && [[ "$other_hca" == "$no_cap" ]]; then
+  pass "NCCL stand-in: IB with devices + IPC_LOCK; without IPC_LOCK, with NCCL_IB_DISABLE=1 or another port's HCA: Socket"
+else
+  fail "NCCL stand-in: IB only with devices, IPC_LOCK and an active HCA" "ib_on: $ib_on
+no_cap: $no_cap
+ib_off: $ib_off
+other_hca: $other_hca"
 fi
 if out="$(on 0 docker run --rm --gpus all --entrypoint true "$WORKLOAD" 2>&1)" &&
   out="$(on 0 docker run --rm --gpus all "$WORKLOAD" --help 2>&1)" && grep -q "usage: vllm serve" <<<"$out" &&
@@ -249,14 +344,77 @@ if out="$(on 0 docker run --rm --gpus all --entrypoint true "$WORKLOAD" 2>&1)" &
 else
   fail "docker run --gpus all in a node" "$out ${out2:-}"
 fi
-if out="$(on 0 docker run --rm --gpus all "$WORKLOAD" /models/x --no-such-flag 2>&1)"; then rc=0; else rc=$?; fi
-if ((rc == 2)) && grep -q "unrecognized arguments: --no-such-flag" <<<"$out"; then
-  pass "vllm serve rejects an unknown flag (exit 2, argparse message)"
+
+note "the vllm CLI, as vLLM 0.17.1's (parse and validate)"
+if out="$(on 0 docker run --rm --network none --gpus all "$WORKLOAD" /models/x --no-such-flag 2>&1)"; then rc=0; else rc=$?; fi
+if ((rc == 2)) && [[ "$out" == "usage: vllm [-h] [-v] {chat,complete,serve,bench,collect-env,run-batch} ...
+vllm: error: unrecognized arguments: --no-such-flag" ]]; then
+  pass "vllm serve refuses an unknown flag: exit 2, FlexibleArgumentParser's two lines"
 else
-  fail "vllm serve rejects an unknown flag (exit 2, argparse message; got $rc)" "$out"
+  fail "vllm serve refuses an unknown flag (exit 2, argparse message; got $rc)" "$out"
+fi
+# The check a launcher runs: real vLLM's module layout, `serve`'s command replaced before main()
+# builds its parser, so it parses and validates only.
+check_py='
+import sys
+from vllm.entrypoints.cli.serve import ServeSubcommand
+ServeSubcommand.cmd = staticmethod(lambda args: print("accepted", args.tensor_parallel_size, args.reasoning_parser, args.tool_call_parser))
+from vllm.entrypoints.cli.main import main
+sys.argv = ["vllm", "serve"] + sys.argv[1:]
+main()
+'
+serve_check() { on 0 docker run --rm --network none --gpus all --entrypoint python3 "$WORKLOAD" -c "$check_py" "$@"; }
+if out="$(serve_check /models/tiny --served-model-name tiny --host 0.0.0.0 --port 8000 --tensor-parallel-size 2 \
+  --pipeline-parallel-size 1 --distributed-executor-backend ray --gpu-memory-utilization 0.85 --max-model-len 4096 \
+  --reasoning-parser qwen3 --tool-call-parser hermes --enable-auto-tool-choice --trust-remote-code --swap-space 4 \
+  --nnodes 2 --node-rank 1 --master-addr 192.168.0.1 --master-port 29501 --headless --enable_prefix_caching 2>&1)" &&
+  [[ "$out" == "accepted 2 qwen3 hermes" ]]; then
+  pass "patched ServeSubcommand.cmd: the program's flags (snake_case too) parse and validate, nothing starts"
+else
+  fail "patched ServeSubcommand.cmd: parse and validate only" "$out"
+fi
+if out="$(serve_check /models/tiny --enable-auto-tool-choice 2>&1)"; then rc=0; else rc=$?; fi
+out2="$(serve_check /models/tiny --disable-log-requests 2>&1)" && rc2=0 || rc2=$?
+if ((rc == 1 && rc2 == 2)) && [[ "$(tail -n 1 <<<"$out")" == "TypeError: Error: --enable-auto-tool-choice requires --tool-call-parser" ]] &&
+  grep -q "^vllm: error: unrecognized arguments: --disable-log-requests$" <<<"$out2"; then
+  pass "--enable-auto-tool-choice without --tool-call-parser: vLLM's TypeError; --disable-log-requests unknown in 0.17.1"
+else
+  fail "--enable-auto-tool-choice without a parser / --disable-log-requests (got $rc, $rc2)" "$out $out2"
+fi
+# Parser names are not checked by parse-and-validate (vLLM 0.17.1 neither); the registries say.
+if out="$(serve_check /models/tiny --reasoning-parser nope --tool-call-parser nope2 2>&1)" &&
+  [[ "$out" == "accepted 1 nope nope2" ]] &&
+  out2="$(on 0 docker run --rm --network none --entrypoint python3 "$WORKLOAD" -c '
+from vllm.reasoning import ReasoningParserManager
+from vllm.tool_parsers import ToolParserManager
+for get, name in ((ReasoningParserManager.get_reasoning_parser, "nope"), (ToolParserManager.get_tool_parser, "nope2")):
+    try:
+        get(name)
+    except KeyError as e:
+        print(e)
+print("qwen3" in ReasoningParserManager.list_registered(), "qwen3_coder" in ToolParserManager.list_registered())
+' 2>&1)" && grep -q "^\"Reasoning parser 'nope' not found. Available parsers: deepseek_r1, deepseek_v3, " <<<"$out2" &&
+  grep -q "^\"Tool parser 'nope2' not found.\"$" <<<"$out2" && grep -q "^True True$" <<<"$out2"; then
+  pass "unknown parser names pass parse-and-validate, as in vLLM 0.17.1; its registries refuse them"
+else
+  fail "unknown parser names: accepted by the check, refused by the registries" "$out ${out2:-}"
 fi
 make_model 0
 make_model 1
+# At start, vLLM 0.17.1 refuses an unknown tool parser (with --enable-auto-tool-choice) before the
+# engine, and an unknown reasoning parser once the engine is up.
+if out="$(on 0 docker run --rm --network none --gpus all -v /home/spark/models:/models:ro "$WORKLOAD" /models/tiny \
+  --enable-auto-tool-choice --tool-call-parser nope 2>&1)"; then rc=0; else rc=$?; fi
+out2="$(on 0 docker run --rm --network none --gpus all -v /home/spark/models:/models:ro "$WORKLOAD" /models/tiny \
+  --reasoning-parser nope 2>&1)" && rc2=0 || rc2=$?
+if ((rc == 1 && rc2 == 1)) && grep -q "KeyError: 'invalid tool call parser: nope (chose from { deepseek_v3,deepseek_v31,.*,xlam })'$" <<<"$out" &&
+  grep -q "KeyError: \"Reasoning parser 'nope' not found. Available parsers: " <<<"$out2" &&
+  grep -q "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}" <<<"$out2"; then
+  pass "vllm serve: unknown tool parser -> KeyError at setup, unknown reasoning parser -> engine core fails (exit 1)"
+else
+  fail "vllm serve with unknown parsers (got $rc, $rc2)" "$out
+$out2"
+fi
 
 note "Ray pinned to the fabric + vllm serve (ray backend, TP=2)"
 ray_start_head 0 1
@@ -282,15 +440,58 @@ if [[ "$(printf '%s\n' "$ips" | cut -d' ' -f1 | sort | tr '\n' ' ')" == "$(print
 else
   fail "every Ray node registered its fabric address" "$ips"
 fi
+# vLLM's Ray executor gives every worker the driver's NCCL_*, UCX_* and VLLM_* variables (0.17.1:
+# vllm/ray/ray_env.py): node 1's rank gets node 0's NCCL_SOCKET_IFNAME, an interface it lacks.
+t0=$SECONDS
+if out="$(on 0 docker exec -e "VLLM_SIM_STARTUP_TIMEOUT=$PG_TIMEOUT" ray-head timeout 120 vllm serve /models/tiny \
+  --served-model-name tiny -tp 2 --distributed-executor-backend ray --port 8000 2>&1)"; then rc=0; else rc=$?; fi
+w1="$(ray_worker_logs 1 ray-worker all)"
+if ((rc == 1)) && grep -q "Copying the following environment variables to workers: \[.*'NCCL_SOCKET_IFNAME'" <<<"$out" &&
+  grep -q "RuntimeError: NCCL error: invalid usage (run with NCCL_DEBUG=WARN for details)$" <<<"$out" &&
+  grep -q "Overwriting environment variable NCCL_SOCKET_IFNAME from 'enP2p1s0f1np1' to 'enp1s0f1np1'" <<<"$w1" &&
+  grep -q "NCCL WARN Bootstrap : no socket interface found" <<<"$w1" &&
+  ! grep -q "Overwriting environment variable GLOO_SOCKET_IFNAME" <<<"$w1"; then
+  pass "ray: the head's NCCL_SOCKET_IFNAME carried over to node 1 fails its NCCL bootstrap (exit 1 after $((SECONDS - t0)) s; GLOO_* not copied)"
+else
+  fail "ray: the head's NCCL_SOCKET_IFNAME carried over to node 1 fails its NCCL bootstrap (exit $rc)" "$out
+--- node 1 worker logs:
+$w1"
+fi
+# Listed in $VLLM_CONFIG_ROOT/ray_non_carry_over_env_vars.json (default ~/.config/vllm), each node
+# keeps its own.
+on 0 docker exec ray-head sh -c 'mkdir -p /root/.config/vllm && printf "%s\n" "[\"NCCL_SOCKET_IFNAME\", \"NCCL_IB_HCA\", \"UCX_NET_DEVICES\"]" >/root/.config/vllm/ray_non_carry_over_env_vars.json'
 API_KEY="sk-selftest"
 t0=$SECONDS
 on 0 docker exec -d ray-head sh -c "exec vllm serve /models/tiny --served-model-name tiny \
   --tensor-parallel-size 2 --distributed-executor-backend ray --port 8000 --api-key $API_KEY \
   --gpu-memory-utilization 0.85 --max-model-len 4096 >/tmp/vllm.log 2>&1"
 if wait_models ray-head 8000 tiny; then
-  pass "vllm serve (ray, TP=2) lists the model on /v1/models ($((SECONDS - t0)) s)"
+  pass "vllm serve (ray, TP=2, node-local NCCL_* not carried over) lists the model on /v1/models ($((SECONDS - t0)) s)"
 else
   fail "vllm serve (ray, TP=2) lists the model on /v1/models" "$(on 0 docker exec ray-head cat /tmp/vllm.log 2>&1)"
+fi
+out="$(on 0 docker exec ray-head cat /tmp/vllm.log 2>&1)"
+if grep -q "RAY_NON_CARRY_OVER_ENV_VARS from config: {" <<<"$out" &&
+  grep -q "To exclude env vars from copying, add them to /root/.config/vllm/ray_non_carry_over_env_vars.json" <<<"$out" &&
+  grep "Copying the following environment variables to workers" <<<"$out" | grep -qv "NCCL_SOCKET_IFNAME"; then
+  pass "ray: vLLM's carry-over log lines name the file and leave NCCL_SOCKET_IFNAME out"
+else
+  fail "ray: vLLM's carry-over log lines" "$out"
+fi
+# NCCL in each rank's Ray worker log on its node: RoCE where the container has the RDMA devices
+# and CAP_IPC_LOCK (node 0), TCP sockets where the node has none (node 1).
+w0="$(ray_worker_logs 0 ray-head nccl)"
+w1="$(ray_worker_logs 1 ray-worker nccl)"
+if grep -q "NCCL INFO NET/IB : Using \[0\]rocep1s0f1:1/RoCE \[RO\]; OOB enp1s0f1np1:$F0<0>$" <<<"$w0" &&
+  grep -q "NCCL INFO Using network IB$" <<<"$w0" &&
+  grep -q "NCCL INFO NET/IB : No device found.$" <<<"$w1" &&
+  grep -q "NCCL INFO NET/Socket : Using \[0\]enP2p1s0f1np1:$F1<0>$" <<<"$w1" &&
+  grep -q "NCCL INFO Using network Socket$" <<<"$w1"; then
+  pass "ray: NCCL uses IB on node 0 (devices + IPC_LOCK), Socket on node 1 (no devices), in each node's worker log"
+else
+  fail "ray: NCCL NET/IB on node 0, NET/Socket on node 1" "$w0
+---
+$w1"
 fi
 if out="$(completion 8000 tiny 2>&1)" && completion_names "$out" "$F0" "$F1" &&
   grep -q "$F0" <<<"$out" && grep -q "$F1" <<<"$out" && ! grep -q "10\.230\." <<<"$out"; then
@@ -341,10 +542,18 @@ else
   fail "mp: completion answered by rank 0 and headless rank 1" \
     "${out:-} $(on 0 docker logs vllm-rank0 2>&1 | tail -n 10) $(on 1 docker logs vllm-rank1 2>&1 | tail -n 10)"
 fi
-if out="$(on 1 docker logs vllm-rank1 2>&1)" && grep -q "NET/IB : Using \[0\]rocep1s0f1:1/RoCE" <<<"$out"; then
-  pass "mp: headless rank logs NCCL NET/IB on the pinned HCA"
+out0="$(on 0 docker logs vllm-rank0 2>&1)"
+out1="$(on 1 docker logs vllm-rank1 2>&1)"
+if grep -q "NCCL INFO NET/IB : Using \[0\]rocep1s0f1:1/RoCE \[RO\]; OOB enp1s0f1np1:$F0<0>$" <<<"$out0" &&
+  grep -q "NCCL INFO Using network IB$" <<<"$out0" &&
+  grep -q "NCCL INFO NET/IB : No device found.$" <<<"$out1" &&
+  grep -q "NCCL INFO NET/Socket : Using \[0\]enP2p1s0f1np1:$F1<0>$" <<<"$out1" &&
+  grep -q "NCCL INFO Using network Socket$" <<<"$out1"; then
+  pass "mp: rank 0 logs NCCL NET/IB on its HCA, the headless rank on the --no-rdma node NET/Socket"
 else
-  fail "mp: headless rank logs NCCL NET/IB on the pinned HCA" "$out"
+  fail "mp: rank 0 logs NCCL NET/IB, the headless rank on the --no-rdma node NET/Socket" "$out0
+---
+$out1"
 fi
 remove_containers 0 vllm-rank0
 remove_containers 1 vllm-rank1

@@ -16,7 +16,7 @@ SIM_LIB_DIR="$SIM_DIR/lib"
 readonly SIM_DIR SIM_LIB_DIR
 readonly SIM_STATE_ROOT="${SIM_STATE_DIR:-$SIM_DIR/.state}"
 readonly SIM_LABEL="vllm-fleet.sim"
-readonly SIM_FABRIC_IFACE="enp1s0f1np1"
+readonly SIM_FABRIC_IFACE="enp1s0f1np1"  # default fabric interface of a node
 readonly SIM_MGMT_IFACE="enP7s7"
 readonly SIM_SSH_USER="spark"
 readonly SIM_MAX_NODES=8
@@ -42,6 +42,11 @@ up options:
   --slot K           subnet slot 0..50 (default: 0 for "sim", else derived from the name):
                      management 10.230.K.0/24, fabric 192.168.(200+K).0/24
   --no-load          do not load the workload image into the nodes' Docker engines
+  --no-rdma LIST     comma-separated 0-based node indexes whose RDMA device nodes
+                     (/dev/infiniband/uverbs0..3, rdma_cm) are missing; their HCAs remain
+  --fabric-ifaces NAMES
+                     comma-separated fabric interface name of each node (default: every node
+                     enp1s0f1np1; a Spark's second port is enP2p1s0f1np1)
 
 Environment: SIM_STATE_DIR (default test/sim/.state), XDG_CACHE_HOME (image build cache),
 SIM_DEBIAN_MIRROR, SIM_READY_TIMEOUT (seconds, default 120).
@@ -176,7 +181,7 @@ existing_nodes() { # cluster -> names, sorted by index
     --format "{{.Label \"$SIM_LABEL.node-index\"}} {{.Names}}" | sort -n | cut -d' ' -f2
 }
 
-# True when the cluster's nodes are exactly what `up` would make now.
+# True when the cluster's nodes are exactly what `up` would make now (FABRIC_IFACES, RDMA).
 cluster_reusable() { # cluster n node-tag key-id gpus slot
   local cluster="$1" n="$2" node_tag="$3" key_id="$4" gpus="$5" slot="$6" i name
   local -a names
@@ -186,7 +191,7 @@ cluster_reusable() { # cluster n node-tag key-id gpus slot
   for ((i = 0; i < n; i++)); do
     name="$(node_name "$cluster" "$i")"
     [[ "${names[$i]}" == "$name" ]] || return 1
-    [[ "$(docker inspect -f "{{.State.Running}}|{{index .Config.Labels \"$SIM_LABEL.node-image\"}}|{{index .Config.Labels \"$SIM_LABEL.key\"}}|{{index .Config.Labels \"$SIM_LABEL.gpus\"}}|{{index .Config.Labels \"$SIM_LABEL.slot\"}}" "$name")" == "true|$node_tag|$key_id|$gpus|$slot" ]] || return 1
+    [[ "$(docker inspect -f "{{.State.Running}}|{{index .Config.Labels \"$SIM_LABEL.node-image\"}}|{{index .Config.Labels \"$SIM_LABEL.key\"}}|{{index .Config.Labels \"$SIM_LABEL.gpus\"}}|{{index .Config.Labels \"$SIM_LABEL.slot\"}}|{{index .Config.Labels \"$SIM_LABEL.fabric-iface\"}}|{{index .Config.Labels \"$SIM_LABEL.rdma\"}}" "$name")" == "true|$node_tag|$key_id|$gpus|$slot|${FABRIC_IFACES[$i]}|${RDMA[$i]}" ]] || return 1
   done
 }
 
@@ -202,18 +207,22 @@ create_networks() { # cluster slot
     "$(fabric_net "$cluster")" >/dev/null
 }
 
-create_node() { # cluster index slot node-tag pubkey key-id gpus
-  local cluster="$1" i="$2" slot="$3" node_tag="$4" pubkey="$5" key_id="$6" gpus="$7"
+create_node() { # cluster index slot node-tag pubkey key-id gpus fabric-iface rdma(1|0)
+  local cluster="$1" i="$2" slot="$3" node_tag="$4" pubkey="$5" key_id="$6" gpus="$7" fabric_iface="$8" rdma="$9"
   local name volume
   name="$(node_name "$cluster" "$i")"
   volume="$name-docker"
   docker volume create --label "$SIM_LABEL=$cluster" "$volume" >/dev/null
-  # DinD without --privileged (the kernel's bounding set lacks CAP_SYS_RESOURCE here).
+  # DinD without --privileged (the kernel's bounding set lacks CAP_SYS_RESOURCE here). The device
+  # cgroup rules let the node's own containers use the RDMA device nodes its boot script makes
+  # (uverbs: char 231, rdma_cm: char 10:58): without them, `docker run --device` in the node fails.
   docker create --name "$name" --hostname "$name" --init --stop-timeout 5 \
     --label "$SIM_LABEL=$cluster" --label "$SIM_LABEL.node-index=$i" \
     --label "$SIM_LABEL.node-image=$node_tag" --label "$SIM_LABEL.key=$key_id" \
     --label "$SIM_LABEL.gpus=$gpus" --label "$SIM_LABEL.slot=$slot" \
+    --label "$SIM_LABEL.fabric-iface=$fabric_iface" --label "$SIM_LABEL.rdma=$rdma" \
     --cap-add ALL --cap-drop SYS_RESOURCE \
+    --device-cgroup-rule 'c 231:* rwm' --device-cgroup-rule 'c 10:58 rwm' \
     --security-opt seccomp=unconfined --security-opt apparmor=unconfined \
     --tmpfs /run --volume "$volume:/var/lib/docker" \
     --network "$(mgmt_net "$cluster")" --ip "10.230.$slot.$((10 + i))" \
@@ -221,7 +230,8 @@ create_node() { # cluster index slot node-tag pubkey key-id gpus
     --env "SIM_MGMT_GW=10.230.$slot.1" \
     --env "SIM_MGMT_IFACE=$SIM_MGMT_IFACE" \
     --env "SIM_FABRIC_IP=192.168.$((200 + slot)).$((10 + i))" \
-    --env "SIM_FABRIC_IFACE=$SIM_FABRIC_IFACE" \
+    --env "SIM_FABRIC_IFACE=$fabric_iface" \
+    --env "SIM_RDMA=$rdma" \
     --env "SIM_GPUS=$gpus" \
     --env "SIM_AUTHORIZED_KEY=$pubkey" \
     "$node_tag" >/dev/null
@@ -282,15 +292,17 @@ write_cluster_json() { # cluster n slot workload-tag node-tag key gpus loaded
     printf '  "mgmtGateway": "10.230.%s.1",\n' "$slot"
     printf '  "fabricSubnet": "192.168.%s.0/24",\n' "$((200 + slot))"
     printf '  "mgmtIface": %s,\n' "$(json_str "$SIM_MGMT_IFACE")"
-    printf '  "fabricIface": %s,\n' "$(json_str "$SIM_FABRIC_IFACE")"
+    # Node 0's (kept for readers of the one-name form; each node has its own below).
+    printf '  "fabricIface": %s,\n' "$(json_str "${FABRIC_IFACES[0]}")"
     printf '  "nodes": [\n'
     for ((i = 0; i < n; i++)); do
       name="$(node_name "$cluster" "$i")"
       hostkey="$(docker exec "$name" cat /etc/ssh/ssh_host_ed25519_key.pub | cut -d' ' -f1,2)"
       printf '10.230.%s.%s %s\n' "$slot" "$((10 + i))" "$hostkey" >>"$dir/known_hosts"
-      printf '%s    {"name": %s, "index": %s, "mgmtIp": "10.230.%s.%s", "mgmtIface": %s, "fabricIp": "192.168.%s.%s", "fabricIface": %s, "sshHost": "10.230.%s.%s", "sshPort": 22, "sshUser": %s, "gpus": %s, "sshHostKey": %s}' \
+      printf '%s    {"name": %s, "index": %s, "mgmtIp": "10.230.%s.%s", "mgmtIface": %s, "fabricIp": "192.168.%s.%s", "fabricIface": %s, "rdma": %s, "sshHost": "10.230.%s.%s", "sshPort": 22, "sshUser": %s, "gpus": %s, "sshHostKey": %s}' \
         "$sep" "$(json_str "$name")" "$i" "$slot" "$((10 + i))" "$(json_str "$SIM_MGMT_IFACE")" \
-        "$((200 + slot))" "$((10 + i))" "$(json_str "$SIM_FABRIC_IFACE")" "$slot" "$((10 + i))" \
+        "$((200 + slot))" "$((10 + i))" "$(json_str "${FABRIC_IFACES[$i]}")" \
+        "$([[ ${RDMA[$i]} == 1 ]] && echo true || echo false)" "$slot" "$((10 + i))" \
         "$(json_str "$SIM_SSH_USER")" "$gpus" "$(json_str "$hostkey")"
       sep=$',\n'
     done
@@ -299,8 +311,46 @@ write_cluster_json() { # cluster n slot workload-tag node-tag key gpus loaded
   mv "$file.tmp" "$file"
 }
 
+# A valid Linux interface name (dev_valid_name: 1-15 bytes, no '/', ':' or whitespace, not
+# "." or ".."), not one the node already uses.
+validate_iface_name() {
+  [[ "$1" =~ ^[A-Za-z0-9_.-]{1,15}$ && "$1" != "." && "$1" != ".." ]] ||
+    sim_die "invalid interface name '$1': use 1-15 of [A-Za-z0-9_.-] (a Linux interface name)"
+  case "$1" in
+    "$SIM_MGMT_IFACE" | lo | docker0) sim_die "interface name '$1' is taken on a node (management, loopback or docker0)" ;;
+  esac
+}
+
+# Sets FABRIC_IFACES and RDMA (one entry per node) from --fabric-ifaces and --no-rdma.
+node_options() { # n fabric-ifaces-csv no-rdma-csv
+  local n="$1" ifaces="$2" no_rdma="$3" i idx
+  FABRIC_IFACES=()
+  RDMA=()
+  for ((i = 0; i < n; i++)); do FABRIC_IFACES+=("$SIM_FABRIC_IFACE"); RDMA+=(1); done
+  if [[ -n "$ifaces" ]]; then
+    local -a names
+    IFS=',' read -r -a names <<<"$ifaces"
+    ((${#names[@]} == n)) && [[ "$ifaces" != *, ]] ||
+      sim_die "--fabric-ifaces needs one name per node ($n), comma-separated (got '$ifaces')"
+    for ((i = 0; i < n; i++)); do
+      validate_iface_name "${names[$i]}"
+      FABRIC_IFACES[i]="${names[$i]}"
+    done
+  fi
+  if [[ -n "$no_rdma" ]]; then
+    local -a indexes
+    IFS=',' read -r -a indexes <<<"$no_rdma"
+    for idx in "${indexes[@]}"; do
+      if ! [[ "$idx" =~ ^[0-9]+$ ]] || ((idx >= n)); then
+        sim_die "--no-rdma takes node indexes from 0 to $((n - 1)), comma-separated (got '$no_rdma')"
+      fi
+      RDMA[idx]=0
+    done
+  fi
+}
+
 cmd_up() {
-  local n=2 cluster="sim" gpus=1 slot_req="" load=1
+  local n=2 cluster="sim" gpus=1 slot_req="" load=1 fabric_ifaces="" no_rdma=""
   while (($# > 0)); do
     case "$1" in
       -n | --nodes) n="${2:-}"; shift ;;
@@ -308,6 +358,8 @@ cmd_up() {
       -g | --gpus) gpus="${2:-}"; shift ;;
       --slot) slot_req="${2:-}"; shift ;;
       --no-load) load=0 ;;
+      --no-rdma) no_rdma="${2:?$1 needs a value}"; shift ;;
+      --fabric-ifaces) fabric_ifaces="${2:?$1 needs a value}"; shift ;;
       -h | --help) usage; return ;;
       *) sim_die "up: unknown argument '$1' (see sim.sh --help)" ;;
     esac
@@ -323,6 +375,7 @@ cmd_up() {
     sim_die "--slot must be a whole number from 0 to 50 (got '$slot_req')"
   fi
   validate_cluster_name "$cluster"
+  node_options "$n" "$fabric_ifaces" "$no_rdma"
   sim_need_cmd ssh-keygen openssh-client
   sim_need_cmd ssh openssh-client
 
@@ -352,7 +405,7 @@ cmd_up() {
     sim_log "cluster $cluster: reusing its $n running nodes"
   else
     if [[ -n "$(docker ps -aq --filter "label=$SIM_LABEL=$cluster")$(docker network ls -q --filter "label=$SIM_LABEL=$cluster")" ]]; then
-      sim_log "cluster $cluster: exists but differs (size, image, key, gpus or slot): recreating it"
+      sim_log "cluster $cluster: exists but differs (size, image, key, gpus, slot, fabric interfaces or RDMA devices): recreating it"
       remove_cluster_objects "$cluster"
       choose_slot "$cluster" "$slot_req"
       slot="$SLOT"
@@ -363,7 +416,7 @@ cmd_up() {
   exec {lock_fd}>&-
   if ((reuse == 0)); then
     for ((i = 0; i < n; i++)); do
-      create_node "$cluster" "$i" "$slot" "$node_tag" "$pubkey" "$key_id" "$gpus"
+      create_node "$cluster" "$i" "$slot" "$node_tag" "$pubkey" "$key_id" "$gpus" "${FABRIC_IFACES[$i]}" "${RDMA[$i]}"
     done
   fi
   for ((i = 0; i < n; i++)); do
@@ -399,8 +452,9 @@ cmd_up() {
   echo "cluster $cluster: $n simulated Sparks up (ssh user $SIM_SSH_USER, key $key)"
   for ((i = 0; i < n; i++)); do
     name="$(node_name "$cluster" "$i")"
-    printf '  %-16s mgmt 10.230.%s.%-3s fabric 192.168.%s.%-3s (%s)  gpus %s\n' \
-      "$name" "$slot" "$((10 + i))" "$((200 + slot))" "$((10 + i))" "$SIM_FABRIC_IFACE" "$gpus"
+    printf '  %-16s mgmt 10.230.%s.%-3s fabric 192.168.%s.%-3s (%s)  gpus %s  rdma %s\n' \
+      "$name" "$slot" "$((10 + i))" "$((200 + slot))" "$((10 + i))" "${FABRIC_IFACES[$i]}" "$gpus" \
+      "$([[ ${RDMA[$i]} == 1 ]] && echo yes || echo no)"
   done
   echo "  workload image: $workload_tag$([[ $load == 1 ]] && echo ' (loaded on every node)' || echo ' (not loaded)')"
   echo "  cluster.json:   $dir/cluster.json"

@@ -54,10 +54,22 @@ sim_node_files() {
     "node/daemon.json|/etc/docker/daemon.json|644" \
     "node/sshd_config.conf|/etc/ssh/sshd_config.d/vllm-fleet-sim.conf|644"
 }
+# The vLLM stand-in is a Python package `vllm` (workload/vllm/, real vLLM's module layout) with
+# its dist-info (so importlib.metadata.version("vllm") works) and the `vllm` console script,
+# installed where pip puts packages for Debian's python3.
+readonly SIM_WORKLOAD_PYLIB="/usr/local/lib/python3.11/dist-packages"
+readonly SIM_VLLM_DIST_INFO="vllm-0.17.1+vllm.fleet.standin.dist-info"
 sim_workload_files() {
+  local file
   printf '%s\n' \
-    "workload/vllm_standin.py|/usr/local/bin/vllm|755" \
+    "workload/vllm-console-script|/usr/local/bin/vllm|755" \
     "node/nvidia-smi|/usr/bin/nvidia-smi|755"
+  while read -r file; do
+    printf '%s|%s/%s|644\n' "$file" "$SIM_WORKLOAD_PYLIB" "${file#workload/}"
+  done < <(cd "$SIM_DIR" && find workload/vllm -type f -name '*.py' | LC_ALL=C sort)
+  while read -r file; do
+    printf '%s|%s/%s/%s|644\n' "$file" "$SIM_WORKLOAD_PYLIB" "$SIM_VLLM_DIST_INFO" "${file#workload/vllm.dist-info/}"
+  done < <(cd "$SIM_DIR" && find workload/vllm.dist-info -type f | LC_ALL=C sort)
 }
 
 sim_files_hash() { # base-tag files-function
