@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Checks the serve arguments with the vLLM inside the image, before any Ray or vLLM container starts:
-# vLLM's own parser and its own validation (`vllm serve`'s, with its start replaced by a print), in
-# a throw-away container with no network. Read-only. A refusal quotes vLLM's message and names the
+# vLLM's own parser and its own validation (`vllm serve`'s, with its start replaced by the checks of
+# the parser names vLLM would make at start), in a throw-away container with no network. Read-only. A refusal quotes vLLM's message and names the
 # config keys behind the flags it mentions.
 # Inputs: IMAGE, SERVE_ARGS (array: arguments of `vllm`, `serve` first), FLAG_KEYS (array of
 #         "<text>|<config key>": a flag, or words of vLLM's message, and the key behind them), TIMEOUT (seconds).
 set -euo pipefail
 
-check='
+check="$(cat <<'PY'
 import sys
 argv = sys.argv[1:]
 try:
@@ -18,13 +18,22 @@ except Exception as error:  # another module layout: the check cannot run, the s
     sys.exit(3)
 
 def accepted(args):
+    # What vLLM checks only once the server starts, checked here by vLLM's own code: the reasoning
+    # parser by name, the tool-call parser with automatic tool choice.
+    if getattr(args, "reasoning_parser", None):
+        from vllm.reasoning import ReasoningParserManager
+        ReasoningParserManager.get_reasoning_parser(args.reasoning_parser)
+    if getattr(args, "enable_auto_tool_choice", False):
+        from vllm.entrypoints.openai.api_server import validate_api_server_args
+        validate_api_server_args(args)
     print("vllm-fleet: serve arguments accepted")
 
 # vLLM binds the command when it builds its parser: replaced before, it parses and validates only.
 ServeSubcommand.cmd = staticmethod(accepted)
 sys.argv = ["vllm"] + argv
 cli_main.main()
-'
+PY
+)"
 
 status=0
 output="$(timeout "$TIMEOUT" docker run --rm --network none --gpus all --entrypoint python3 "$IMAGE" -c "$check" "${SERVE_ARGS[@]}" 2>&1)" || status=$?

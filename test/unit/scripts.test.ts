@@ -2,6 +2,10 @@
  * The node-side scripts that decide when a container counts as started or joined, run by bash
  * against a fake `docker` that plays back a container's state and log.
  */
+import { spawnSync } from "child_process";
+import * as fs from "fs";
+import * as os from "os";
+import * as path from "path";
 import { describe, expect, it } from "vitest";
 import { bashCommand, scriptProgram, ScriptValue } from "../../components/shell";
 import { FakeContainer, FakeDockerOutcome, runWithFakeDocker } from "./fakeDocker";
@@ -200,5 +204,59 @@ describe("secrets stay off the node's command lines", () => {
                 expect(args[args.indexOf("--env") + 1]).toBe("VLLM_API_KEY");
             }
         }
+    });
+});
+
+describe("vllm-args-check.sh: the serve arguments checked by the vLLM inside the image", () => {
+    // `docker run ... --entrypoint python3 IMAGE -c CHECK ARGS` runs the check here, against the vLLM
+    // stand-in of the proving ground (test/sim/workload/vllm, modelled on vLLM 0.17.1's CLI), or
+    // against no vLLM at all.
+    function check(serveArgs: string[], flagKeys: string[], vllm = true): { status: number | null; stdout: string; stderr: string } {
+        const dir = fs.mkdtempSync(path.join(os.tmpdir(), "args-check-"));
+        try {
+            fs.writeFileSync(
+                path.join(dir, "docker"),
+                '#!/bin/bash\nwhile [ "$1" != "--entrypoint" ]; do shift; done\nshift 3\nexec python3 "$@"\n',
+                { mode: 0o755 },
+            );
+            const result = spawnSync("bash", ["-c", bashCommand(scriptProgram("vllm-args-check", { IMAGE: "img:1", SERVE_ARGS: serveArgs, FLAG_KEYS: flagKeys, TIMEOUT: 60 }))], {
+                env: { ...process.env, PATH: `${dir}:${process.env.PATH}`, PYTHONPATH: vllm ? STANDIN : dir, PYTHONDONTWRITEBYTECODE: "1" },
+                encoding: "utf8",
+                timeout: 60_000,
+            });
+            return { status: result.status, stdout: result.stdout, stderr: result.stderr };
+        } finally {
+            fs.rmSync(dir, { recursive: true, force: true });
+        }
+    }
+    const STANDIN = path.join(__dirname, "..", "sim", "workload");
+    const keys = ["--disable-log-requests|vllm.extraArgs", "reasoning parser|vllm.reasoningParser", "tool call parser|vllm.toolCallParser"];
+
+    it("accepts what the image's vLLM accepts, underscores included", () => {
+        const outcome = check(["serve", "/models/m", "--tensor_parallel_size", "2", "--reasoning-parser", "qwen3", "--tool-call-parser", "qwen3_coder", "--enable-auto-tool-choice"], keys);
+        expect(outcome.stderr).toBe("");
+        expect(outcome.status).toBe(0);
+        expect(outcome.stdout.trim()).toBe("accepted");
+    });
+
+    it.each([
+        [["--disable-log-requests"], "vllm: error: unrecognized arguments: --disable-log-requests (config: vllm.extraArgs)"],
+        [["--reasoning-parser", "qwen4"], "Reasoning parser 'qwen4' not found", "(config: vllm.reasoningParser)"],
+        [["--tool-call-parser", "hermess", "--enable-auto-tool-choice"], "invalid tool call parser: hermess", "(config: vllm.toolCallParser)"],
+        [["--enable-auto-tool-choice"], "--enable-auto-tool-choice requires --tool-call-parser"],
+    ])("refuses %j with vLLM's own message and the config key", (extra, ...expected) => {
+        const outcome = check(["serve", "/models/m", ...extra], keys);
+        expect(outcome.status).toBe(1);
+        expect(outcome.stderr).toContain("the vLLM in img:1 refuses the serve arguments: ");
+        for (const text of expected) {
+            expect(outcome.stderr).toContain(text);
+        }
+        expect(outcome.stderr.trim().split("\n")).toHaveLength(1);
+    });
+
+    it("lets an image whose vLLM has another layout through, saying it could not check", () => {
+        const outcome = check(["serve", "/models/m"], keys, false);
+        expect(outcome.status).toBe(0);
+        expect(outcome.stdout).toMatch(/^unchecked: vllm-fleet: cannot load the CLI of this vLLM \(ModuleNotFoundError/m);
     });
 });
