@@ -408,11 +408,18 @@ async function round(deployment: Deployment, run: number, measurements: Measurem
     const endpoint = String(change.up.outputs.endpoint?.value ?? "");
     const models = (await (await fetch(`${endpoint}/models`)).json()) as { data: { max_model_len?: number }[] };
     const servedLength = models.data[0]?.max_model_len;
-    // vllm serve restarts in place; the watchdog (which carries the serve arguments) is replaced.
+    // vllm serve restarts in place once the image's vLLM checked the new arguments; the watchdog
+    // (which carries the serve arguments) is replaced; the fabric checks run again.
     const byName = Object.fromEntries(changed.map(([name, ops]) => [name, ops.join()]));
+    const fabricChecks = changed.filter(([name, ops]) => /^vllm-fabric-/.test(name) && ops.some((op) => /replace/.test(op)));
     check(
-        "vLLM-only change updates vllm-serve, replaces the watchdog, nothing else, and takes effect",
-        changed.length === 2 && byName["vllm-serve"] === "update" && /replace/.test(byName["vllm-watchdog"] ?? "") && servedLength === CHANGED_VLLM.maxModelLen,
+        "vLLM-only change updates vllm-serve, replaces the watchdog and reruns the checks, nothing else, and takes effect",
+        changed.length === 3 + fabricChecks.length &&
+            fabricChecks.length === deployment.cluster.nodes.length &&
+            byName["vllm-serve"] === "update" &&
+            byName["vllm-args-check"] === "update" &&
+            /replace/.test(byName["vllm-watchdog"] ?? "") &&
+            servedLength === CHANGED_VLLM.maxModelLen,
         `changed: ${changed.map(([name, ops]) => `${name} ${ops.join(",")}`).join("; ")} (provider: ${change.record.providerOps.join(",")}); ` +
             `served max_model_len ${servedLength}`,
     );

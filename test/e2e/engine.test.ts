@@ -36,7 +36,8 @@ describe("the Pulumi engine, offline", () => {
         envVars = { PULUMI_BACKEND_URL: `file://${path.join(workDir, "state")}`, PULUMI_CONFIG_PASSPHRASE: "engine-test" };
         // Dynamic resources run in a provider process that loads @pulumi/pulumi from the workspace.
         fs.symlinkSync(path.resolve(__dirname, "../../node_modules"), path.join(workDir, "node_modules"));
-        fs.writeFileSync(path.join(workDir, "id_test"), "not a real key\n", { mode: 0o600 });
+        // A real key (nothing accepts it: the node does not exist); config validation reads it.
+        execFileSync("ssh-keygen", ["-q", "-t", "ed25519", "-N", "", "-f", path.join(workDir, "id_test")]);
         stack = await openStack("ci-minimal", { workDir, envVars, config: minimalConfig(path.join(workDir, "id_test")) });
     });
 

@@ -33,6 +33,8 @@ describe.each([
         const body = await complete(up.outputs.endpoint.value, "tiny-moe");
         expect(body.vllm_fleet_ranks.map((rank) => rank.ip).sort()).toEqual(cluster.nodes.map((node) => node.fabricIp).sort());
         expect(servingContainers(cluster)).toEqual(cluster.nodes.map(() => "vllm-fleet-vllm"));
+        // Every node's stand-in RDMA devices reached its rank: NCCL chose RoCE everywhere.
+        expect(up.outputs.fabricTransport.value).toEqual(Object.fromEntries(cluster.nodes.map((node) => [`spark${node.index + 1}`, "IB"])));
     });
 
     it("reports no changes on a second up", async () => {
@@ -77,10 +79,13 @@ describe("switching a running stack from the Ray executor to mp", () => {
         });
         const changed = (op: string) => [...new Set(events.filter((event) => event.op === op).map((event) => event.urn.split("::").pop()!))].sort();
         // The nodes stay; the Ray cluster goes; the mp ranks come (each removes its node's Ray
-        // container first: it holds the GPU); the watchdog is replaced (it now watches rank 0).
+        // container first: it holds the GPU); the watchdog is replaced (it now watches rank 0), and
+        // so are the fabric checks (they read the ranks' logs now); rank 0's arguments are checked.
         expect(changed("delete")).toEqual(["ray", "ray-ready", "ray-spark1-ray-head", "ray-spark1-ray-joined", "ray-spark2-ray-joined", "ray-spark2-ray-worker", "vllm-serve"]);
         expect(changed("create")).toEqual(["vllm-ready", "vllm-spark1-rank0", "vllm-spark2-rank1"]);
-        expect(changed("replace")).toEqual(["vllm-watchdog"]);
+        expect(changed("replace")).toEqual(["vllm-fabric-spark1", "vllm-fabric-spark2", "vllm-watchdog"]);
+        // (Pulumi's default provider of the dynamic resources shows as "default" among the updates.)
+        expect(changed("update").filter((name) => name !== "default")).toEqual(["vllm-args-check"]);
 
         const up = await stack.up();
         expect(up.summary.result).toBe("succeeded");

@@ -79,16 +79,20 @@ describe.each([
         const before = containerIds(cluster);
         await stack.setConfig("vllm-fleet:vllm", { value: JSON.stringify({ port: 8000, maxModelLen: 2048 }) });
         const preview = await stack.preview();
-        // vllm serve restarts in place; the watchdog, which carries the serve arguments, is replaced.
-        expect(preview.changeSummary.update).toBe(1);
-        expect(preview.changeSummary.replace ?? 0).toBe(1);
+        // vllm serve restarts in place after the image's vLLM checked its new arguments; the
+        // watchdog, which carries the serve arguments, is replaced; each node's fabric check runs
+        // again once vLLM serves again.
+        expect(preview.changeSummary.update).toBe(2);
+        expect(preview.changeSummary.replace ?? 0).toBe(1 + nodes);
         expect(preview.changeSummary.create ?? 0).toBe(0);
         expect(preview.stdout).toMatch(/~ .*vllm-serve/);
+        expect(preview.stdout).toMatch(/~ .*vllm-args-check/);
         expect(preview.stdout).toMatch(/\+-.*vllm-watchdog/);
+        expect(preview.stdout).toMatch(/\+-.*vllm-fabric-spark1/);
 
         const up = await timed(`${nodes}-vllm-change`, () => stack.up());
-        expect(up.summary.resourceChanges?.update).toBe(1);
-        expect(up.summary.resourceChanges?.replace).toBe(1);
+        expect(up.summary.resourceChanges?.update).toBe(2);
+        expect(up.summary.resourceChanges?.replace).toBe(1 + nodes);
         expect(containerIds(cluster)).toEqual(before);
         const models = (await (await fetch(`${up.outputs.endpoint.value}/models`)).json()) as { data: { id: string; max_model_len: number }[] };
         expect(models.data[0]).toMatchObject({ id: "tiny-moe", max_model_len: 2048 });

@@ -25,6 +25,8 @@ export interface SimNode {
     readonly sshPort: number;
     readonly sshUser: string;
     readonly sshHostKey: string;
+    /** Whether the node has the stand-in RDMA device nodes (/dev/infiniband/*). */
+    readonly rdma?: boolean;
 }
 
 export interface SimCluster {
@@ -52,9 +54,21 @@ async function sim(args: string[], timeoutMs = 20 * 60_000): Promise<string> {
     }
 }
 
+/** How simulated nodes differ from a default Spark. */
+export interface SimOptions {
+    /** Indexes of nodes left without the stand-in RDMA device nodes. */
+    readonly noRdma?: readonly number[];
+    /** The fabric interface name of each node, by index. */
+    readonly fabricIfaces?: readonly string[];
+}
+
 /** Brings up `nodes` simulated Sparks as cluster `name` and returns its description. */
-export async function simUp(name: string, nodes: number): Promise<SimCluster> {
-    await sim(["up", "-n", String(nodes), "-c", name]);
+export async function simUp(name: string, nodes: number, options: SimOptions = {}): Promise<SimCluster> {
+    const extra = [
+        ...(options.noRdma?.length ? ["--no-rdma", options.noRdma.join(",")] : []),
+        ...(options.fabricIfaces?.length ? ["--fabric-ifaces", options.fabricIfaces.join(",")] : []),
+    ];
+    await sim(["up", "-n", String(nodes), "-c", name, ...extra]);
     const file = path.join(REPO_ROOT, `test/sim/.state/${name}/cluster.json`);
     return JSON.parse(fs.readFileSync(file, "utf8")) as SimCluster;
 }
@@ -168,8 +182,8 @@ export interface SimDeployment {
  * Brings up `nodes` simulated Sparks as cluster `name`, puts the tiny model on each and opens stack
  * `name` in a temporary workspace with simStackConfig plus `extra`. Tear down with tearDown.
  */
-export async function simDeployment(name: string, nodes: number, extra: Record<string, unknown> = {}): Promise<SimDeployment> {
-    const cluster = await simUp(name, nodes);
+export async function simDeployment(name: string, nodes: number, extra: Record<string, unknown> = {}, options: SimOptions = {}): Promise<SimDeployment> {
+    const cluster = await simUp(name, nodes, options);
     putTinyModel(cluster, TINY_MODEL_DIR);
     const { dir, envVars } = tempWorkspace(`vllm-fleet-${name}-`);
     const stack = await openStack(name, { workDir: dir, envVars, config: simStackConfig(cluster, TINY_MODEL_DIR, extra) });
