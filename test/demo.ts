@@ -40,6 +40,7 @@ async function up(): Promise<void> {
     console.log(`endpoint:   ${endpoint}`);
     console.log(`model:      ${model}`);
     console.log(`fabric IPs: ${JSON.stringify(result.outputs.fabricIps.value)}`);
+    console.log(`transport:  ${JSON.stringify(result.outputs.fabricTransport?.value ?? {})} (NCCL over the fabric: IB is RoCE, Socket is TCP)`);
     console.log(`completion: ${body.choices[0].text}`);
     // What `npm run status -- --stack sim` prints (read-only).
     const status = await stackStatus(stack.workspace, "sim");
