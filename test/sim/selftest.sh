@@ -478,15 +478,20 @@ if grep -q "RAY_NON_CARRY_OVER_ENV_VARS from config: {" <<<"$out" &&
 else
   fail "ray: vLLM's carry-over log lines" "$out"
 fi
+# True when node 0's rank log ($1) shows NCCL on RoCE (its HCA, OOB on its fabric address) and
+# node 1's ($2) the fall-back to TCP sockets (the --no-rdma node).
+nccl_ib_then_socket() {
+  grep -q "NCCL INFO NET/IB : Using \[0\]rocep1s0f1:1/RoCE \[RO\]; OOB enp1s0f1np1:$F0<0>$" <<<"$1" &&
+    grep -q "NCCL INFO Using network IB$" <<<"$1" &&
+    grep -q "NCCL INFO NET/IB : No device found.$" <<<"$2" &&
+    grep -q "NCCL INFO NET/Socket : Using \[0\]enP2p1s0f1np1:$F1<0>$" <<<"$2" &&
+    grep -q "NCCL INFO Using network Socket$" <<<"$2"
+}
 # NCCL in each rank's Ray worker log on its node: RoCE where the container has the RDMA devices
 # and CAP_IPC_LOCK (node 0), TCP sockets where the node has none (node 1).
 w0="$(ray_worker_logs 0 ray-head nccl)"
 w1="$(ray_worker_logs 1 ray-worker nccl)"
-if grep -q "NCCL INFO NET/IB : Using \[0\]rocep1s0f1:1/RoCE \[RO\]; OOB enp1s0f1np1:$F0<0>$" <<<"$w0" &&
-  grep -q "NCCL INFO Using network IB$" <<<"$w0" &&
-  grep -q "NCCL INFO NET/IB : No device found.$" <<<"$w1" &&
-  grep -q "NCCL INFO NET/Socket : Using \[0\]enP2p1s0f1np1:$F1<0>$" <<<"$w1" &&
-  grep -q "NCCL INFO Using network Socket$" <<<"$w1"; then
+if nccl_ib_then_socket "$w0" "$w1"; then
   pass "ray: NCCL uses IB on node 0 (devices + IPC_LOCK), Socket on node 1 (no devices), in each node's worker log"
 else
   fail "ray: NCCL NET/IB on node 0, NET/Socket on node 1" "$w0
@@ -544,11 +549,7 @@ else
 fi
 out0="$(on 0 docker logs vllm-rank0 2>&1)"
 out1="$(on 1 docker logs vllm-rank1 2>&1)"
-if grep -q "NCCL INFO NET/IB : Using \[0\]rocep1s0f1:1/RoCE \[RO\]; OOB enp1s0f1np1:$F0<0>$" <<<"$out0" &&
-  grep -q "NCCL INFO Using network IB$" <<<"$out0" &&
-  grep -q "NCCL INFO NET/IB : No device found.$" <<<"$out1" &&
-  grep -q "NCCL INFO NET/Socket : Using \[0\]enP2p1s0f1np1:$F1<0>$" <<<"$out1" &&
-  grep -q "NCCL INFO Using network Socket$" <<<"$out1"; then
+if nccl_ib_then_socket "$out0" "$out1"; then
   pass "mp: rank 0 logs NCCL NET/IB on its HCA, the headless rank on the --no-rdma node NET/Socket"
 else
   fail "mp: rank 0 logs NCCL NET/IB, the headless rank on the --no-rdma node NET/Socket" "$out0
