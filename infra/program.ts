@@ -57,20 +57,27 @@ function isSecretConfig(key: SecretConfigKey): boolean {
  * which are read on their own and never reach the parsed config.
  */
 export function readRawConfig(config = new pulumi.Config(CONFIG_NAMESPACE), keys: readonly string[] = stackKeys()): Record<string, unknown> {
+    return rawConfigValues((key) => config.get(key), [...CONFIG_KEYS, ...keys]);
+}
+
+/**
+ * The raw values of `keys` (the secret keys left out) as `text` gives them: structured values arrive
+ * as JSON, plain ones (containerDriver: ssh) as text. Shared by the program and `npm run status`.
+ */
+export function rawConfigValues(text: (key: string) => string | undefined, keys: readonly string[]): Record<string, unknown> {
     const raw: Record<string, unknown> = {};
-    for (const key of new Set<string>([...CONFIG_KEYS, ...keys])) {
+    for (const key of new Set<string>(keys)) {
         if ((SECRET_CONFIG_KEYS as readonly string[]).includes(key)) {
             continue;
         }
-        const text = config.get(key);
-        if (text === undefined) {
+        const value = text(key);
+        if (value === undefined) {
             continue;
         }
-        // Structured values arrive as JSON; plain ones (containerDriver: ssh) as text.
         try {
-            raw[key] = JSON.parse(text);
+            raw[key] = JSON.parse(value);
         } catch {
-            raw[key] = text;
+            raw[key] = value;
         }
     }
     return raw;

@@ -6,26 +6,16 @@
  */
 import { LocalWorkspace, Workspace } from "@pulumi/pulumi/automation";
 import { observeOverSsh } from "../components/observer";
-import { CONFIG_KEYS, CONFIG_NAMESPACE, ConfigKey, parseFleetConfig } from "../infra/config";
+import { CONFIG_KEYS, CONFIG_NAMESPACE, parseFleetConfig } from "../infra/config";
 import { findProjectRoot } from "../infra/project";
-import { resolvePrivateKeyText } from "../infra/program";
+import { rawConfigValues, resolvePrivateKeyText } from "../infra/program";
 import { StatusReport, statusReport } from "./statusReport";
 
 /** Reads a stack's settings and secrets from `workspace`, then every node, and reports. */
 export async function stackStatus(workspace: Workspace, stackName: string): Promise<StatusReport> {
     const root = findProjectRoot(__dirname);
     const values = await workspace.getAllConfig(stackName);
-    const raw: Partial<Record<ConfigKey, unknown>> = {};
-    for (const key of CONFIG_KEYS) {
-        const entry = values[`${CONFIG_NAMESPACE}:${key}`];
-        if (entry !== undefined) {
-            try {
-                raw[key] = JSON.parse(entry.value);
-            } catch {
-                raw[key] = entry.value;
-            }
-        }
-    }
+    const raw = rawConfigValues((key) => values[`${CONFIG_NAMESPACE}:${key}`]?.value, CONFIG_KEYS);
     const config = parseFleetConfig(raw);
     const secret = values[`${CONFIG_NAMESPACE}:sshPrivateKey`]?.value;
     const { privateKey, privateKeyPath } = resolvePrivateKeyText(config, secret, root);
