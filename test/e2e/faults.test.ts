@@ -46,6 +46,28 @@ async function servingAgain(cluster: SimCluster, endpoint: string, since: number
     }
 }
 
+/**
+ * Waits until a fault shows, so that a completion served before it took effect is not taken for a
+ * recovery: `changed()` (a serving container restarted or went away) or a completion that fails.
+ */
+async function faultShows(endpoint: string, changed: () => boolean, limit = 30): Promise<void> {
+    const since = Date.now();
+    for (;;) {
+        if (changed()) {
+            return;
+        }
+        try {
+            await complete(endpoint, "tiny-moe");
+        } catch {
+            return;
+        }
+        if ((Date.now() - since) / 1000 > limit) {
+            throw new Error(`the fault did not show within ${limit}s: no container restarted and every completion answered`);
+        }
+        await new Promise((resolve) => setTimeout(resolve, 200));
+    }
+}
+
 /** id, start time and restart count of a container on a node ("" when there is none). */
 function containerState(node: SimNode, name: string): string {
     return onNode(node, `docker inspect --format '{{.Id}} {{.State.StartedAt}} {{.RestartCount}}' ${name} 2>/dev/null || true`).trim();
@@ -143,6 +165,7 @@ describe.each([
         const before = states();
         const start = Date.now();
         inflict();
+        await faultShows(endpoint, () => states().some((state, index) => state !== before[index]));
         const byItself = await servingAgain(cluster, endpoint, start);
         const again = await stack.up({ expectNoChanges: true });
         expect(again.summary.result).toBe("succeeded");
