@@ -35,6 +35,10 @@ core_logger = init_logger("vllm.v1.engine.core")
 kv_logger = init_logger("vllm.v1.core.kv_cache_utils")
 launcher_logger = init_logger("vllm.entrypoints.launcher")
 
+# STAND-IN pacing of a stream: seconds between two streamed tokens (no model runs here; vLLM's pace
+# is its decode step). Non-streaming answers are not paced.
+STREAM_TOKEN_INTERVAL = float(os.environ.get("VLLM_SIM_TOKEN_INTERVAL", "0.02"))
+
 
 def validate_api_server_args(args) -> None:
     valid_tool_parsers = ToolParserManager.list_registered()
@@ -175,6 +179,10 @@ class Server:
 
             def _route(self, method: str):
                 path = self.path.split("?", 1)[0]
+                # The body is read before any answer, as uvicorn does: a refused request's body left
+                # unread would be taken for the start of the next request on a kept-alive connection.
+                length = int(self.headers.get("content-length") or 0)
+                raw = self.rfile.read(length) if length else b""
                 if not self._authorized():
                     return self._send(401, {"error": "Unauthorized"})
                 if server.dead is not None and path != "/health":
@@ -193,9 +201,8 @@ class Server:
                 if path == "/v1/models" and method == "GET":
                     return self._send(200, server.models_body())
                 if path in ("/v1/completions", "/v1/chat/completions") and method == "POST":
-                    length = int(self.headers.get("content-length") or 0)
                     try:
-                        body = json.loads(self.rfile.read(length) or b"{}")
+                        body = json.loads(raw or b"{}")
                         if not isinstance(body, dict):
                             raise ValueError("body is not a JSON object")
                     except ValueError as e:
@@ -209,21 +216,73 @@ class Server:
                                                           "type": "EngineDeadError", "param": None, "code": 500}})
                     server.requests += 1
                     if status == 200 and body.get("stream"):
-                        return self._stream(reply)
+                        return self._stream(reply, body)
                     return self._send(status, reply)
                 if any(path == r for r, _ in ROUTES):
                     return self._send(405, {"detail": "Method Not Allowed"})
                 return self._send(404, {"detail": "Not Found"})
 
-            def _stream(self, reply: dict):
-                chunk = dict(reply, object=("chat.completion.chunk" if reply["object"] == "chat.completion"
-                                            else "text_completion"))
-                if "message" in reply["choices"][0]:
-                    chunk["choices"] = [{"index": 0, "delta": {"role": "assistant",
-                                                               "content": reply["choices"][0]["message"]["content"]},
-                                         "finish_reason": "stop"}]
-                data = f"data: {json.dumps(chunk)}\n\ndata: [DONE]\n\n".encode()
-                self._send(200, raw=data, content_type="text/event-stream; charset=utf-8")
+            def _stream(self, reply: dict, body: dict):
+                """Server-sent events as vLLM 0.17.1 streams them (serving_completion.py, serving_chat.py):
+                one chunk per generated token, every STREAM_TOKEN_INTERVAL seconds (the stand-in's
+                pacing: no model runs), the last one carrying finish_reason; a chat stream opens with
+                a chunk holding the role; a usage chunk when stream_options.include_usage; then
+                `data: [DONE]`. The chunks' text joined is the non-streaming text. Chunked transfer
+                encoding, as uvicorn sends a StreamingResponse."""
+                chat = reply["object"] == "chat.completion"
+                first = reply["choices"][0]
+                text = first["message"]["content"] if chat else first["text"]
+                finish_reason = first["finish_reason"]
+                # A token per word, its leading space with it: as many as usage.completion_tokens.
+                words = text.split(" ")
+                tokens = [words[0]] + [" " + word for word in words[1:]]
+                head = {"id": reply["id"], "object": "chat.completion.chunk" if chat else "text_completion",
+                        "created": reply["created"], "model": reply["model"]}
+                options = body.get("stream_options")
+                include_usage = isinstance(options, dict) and bool(options.get("include_usage"))
+
+                def event(obj) -> bytes:  # pydantic's model_dump_json: compact, non-ASCII kept
+                    return f"data: {json.dumps(obj, separators=(',', ':'), ensure_ascii=False)}\n\n".encode()
+
+                def token_chunk(index: int, token: str) -> dict:
+                    last = index == len(tokens) - 1
+                    if chat:  # model_dump_json(exclude_unset=True)
+                        choice = {"index": 0, "delta": {"content": token}, "logprobs": None,
+                                  "finish_reason": finish_reason if last else None}
+                        if last:
+                            choice["stop_reason"] = None
+                        choice["token_ids"] = None
+                        return dict(head, choices=[choice])
+                    # model_dump_json(exclude_unset=False)
+                    return dict(head, choices=[{"index": 0, "text": token, "logprobs": None,
+                                                "finish_reason": finish_reason if last else None,
+                                                "stop_reason": None, "prompt_token_ids": None, "token_ids": None}],
+                                usage=None)
+
+                self.send_response(200)
+                self.send_header("content-type", "text/event-stream; charset=utf-8")
+                self.send_header("transfer-encoding", "chunked")
+                self.end_headers()
+                self._access(200)
+
+                def send(data: bytes) -> None:
+                    self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+
+                try:
+                    if chat:
+                        send(event(dict(head, choices=[{"index": 0, "delta": {"role": "assistant", "content": ""},
+                                                        "logprobs": None, "finish_reason": None}],
+                                        prompt_token_ids=None)))
+                    for index, token in enumerate(tokens):
+                        time.sleep(STREAM_TOKEN_INTERVAL)
+                        send(event(token_chunk(index, token)))
+                    if include_usage:  # model_dump_json(exclude_none=True)
+                        usage = {k: v for k, v in reply["usage"].items() if v is not None}
+                        send(event(dict(head, choices=[], usage=usage)))
+                    send(b"data: [DONE]\n\n")
+                    self.wfile.write(b"0\r\n\r\n")
+                except (BrokenPipeError, ConnectionResetError):
+                    self.close_connection = True  # the client went away: vLLM aborts the request
 
             def do_GET(self):  # noqa: N802
                 self._route("GET")
