@@ -14,30 +14,35 @@
 import * as pulumi from "@pulumi/pulumi";
 import * as command from "@pulumi/command";
 import { SshConnection, SshFiles, knownHostsLine, sshArgs } from "./ssh";
-import { bashCommand, programsOnStdin, runFromStdin } from "./shell";
+import { programsOnStdin, readScript, renderAssignments, runFromStdin } from "./shell";
 
 export { SshConnection } from "./ssh";
 
 /** How commands reach the hosts. */
 export type CommandRunner = "pulumi-command" | "builtin";
 
-/** Another node whose program's standard output becomes the standard input of this one. */
-export interface PipeSource {
+/**
+ * A program run on another node at the same time as the command (e.g. the sending side of a copy
+ * between nodes). Only control passes through the machine running Pulumi: the two SSH sessions and
+ * their output; whatever the two programs exchange goes between the nodes directly.
+ */
+export interface PeerProgram {
     readonly connection: SshConnection;
-    /** A bash program run on the source node. */
+    /** A bash program run on the peer node on create and update. */
     readonly program: pulumi.Input<string>;
 }
 
 export interface HostCommandArgs {
     readonly connection: SshConnection;
     /**
-     * Streams `source.program`'s output (run on another node) into this command's standard input,
-     * through the machine running Pulumi: nodes need no keys for each other. The command may exit
-     * early without reading (e.g. "already there"); the source is then stopped.
+     * Runs `peer.program` on another node while this command runs (both start together); the
+     * command succeeds only when both programs do. Its output follows this command's, each line
+     * prefixed with the peer node's name. When one side fails, the other is given 10 s to finish
+     * (it usually notices on its own), then its session is closed.
      */
-    readonly source?: PipeSource;
-    /** The ssh files of both ends of a pipe on this machine (see ssh.ts), for the pulumi-command runner. */
-    readonly pipeFiles?: { readonly source: pulumi.Output<SshFiles>; readonly target: pulumi.Output<SshFiles> };
+    readonly peer?: PeerProgram;
+    /** The ssh files of both nodes on this machine (see ssh.ts), for the pulumi-command runner with a peer. */
+    readonly peerFiles?: { readonly peer: pulumi.Output<SshFiles>; readonly self: pulumi.Output<SshFiles> };
     /** Bash programs (not command lines): run on create, on update (default: create) and on delete. */
     readonly create: pulumi.Input<string>;
     readonly update?: pulumi.Input<string>;
@@ -60,25 +65,33 @@ export function hostCommand(
     opts: pulumi.CustomResourceOptions = {},
 ): HostCommand {
     const options: pulumi.CustomResourceOptions = { ...opts, deleteBeforeReplace: true };
-    if (runner === "pulumi-command" && args.source) {
-        // remote.Command cannot read from another host: run the two ssh clients here, with the
-        // same key and host-key files as every other path (ssh.ts).
-        const files = args.pipeFiles;
+    if (runner === "pulumi-command" && args.peer) {
+        // remote.Command reaches one host: run the two ssh clients here (control only), with the
+        // same key and host-key files as every other path (ssh.ts), the programs on their stdin.
+        const files = args.peerFiles;
         if (!files) {
-            throw new Error(`${name}: a pipe between nodes with the pulumi-command runner needs the ssh files of both nodes`);
+            throw new Error(`${name}: a command with a peer and the pulumi-command runner needs the ssh files of both nodes`);
         }
-        const quote = (value: string) => `'${value.replace(/'/g, `'\\''`)}'`;
-        const line = (connection: SshConnection, own: SshFiles, program: string) =>
-            ["ssh", ...sshArgs(connection, own.keyFile, own.knownHostsFile, bashCommand(program))].map(quote).join(" ");
-        const pipe = (to: pulumi.Input<string>) =>
-            pulumi
-                .all([args.source!.program, to, files.source, files.target])
-                .apply(([from, into, sourceFiles, targetFiles]) => `${line(args.source!.connection, sourceFiles, from)} | ${line(args.connection, targetFiles, into)}`);
+        const peer = args.peer;
+        const stdin = pulumi
+            .all([args.create, args.update, args.delete, peer.program, files.self, files.peer])
+            .apply(([create, update, del, peerProgram, own, other]) =>
+                renderAssignments({
+                    PEER_NODE: peer.connection.node,
+                    SELF_SSH: ["ssh", ...sshArgs(args.connection, own.keyFile, own.knownHostsFile, "")].slice(0, -1),
+                    PEER_SSH: ["ssh", ...sshArgs(peer.connection, other.keyFile, other.knownHostsFile, "")].slice(0, -1),
+                    SELF_PROGRAMS: programsOnStdin({ create, update, delete: del }),
+                    PEER_PROGRAMS: programsOnStdin({ create: peerProgram }),
+                }) + "\n",
+            );
+        const script = (operation: "create" | "update") =>
+            renderAssignments({ OPERATION: operation, SELF_RUN: runFromStdin(operation), PEER_RUN: runFromStdin("create") }) + "\n" + readScript("peer-run");
         const resource = new command.local.Command(
             name,
             {
-                create: pipe(args.create),
-                update: args.update === undefined ? undefined : pipe(args.update),
+                create: script("create"),
+                update: script("update"),
+                stdin: pulumi.secret(stdin),
                 triggers: args.triggers,
                 addPreviousOutputInEnv: false,
                 interpreter: ["/bin/bash", "-c"],
@@ -132,16 +145,16 @@ interface SshCommandProps {
     update?: string;
     delete?: string;
     triggers?: unknown[];
-    source?: { node: string; host: string; port: number; user: string; hostKey?: string; program: string };
+    peer?: { node: string; host: string; port: number; user: string; hostKey?: string; program: string };
     stdout?: string;
     stderr?: string;
 }
 
 /**
  * Runs one operation's program on the node with the system ssh client, the programs on standard
- * input; with `props.source`, the source node's program is piped into it instead (the program then
- * travels as the command line). Self-contained (it `require`s what it uses) because Pulumi
- * serializes it into the dynamic provider.
+ * input; with `props.peer`, the peer's program on its node at the same time (only the two sessions'
+ * output comes here; see HostCommandArgs.peer). Self-contained (it `require`s what it uses) because
+ * Pulumi serializes it into the dynamic provider.
  */
 async function runOverSsh(props: SshCommandProps, operation: "create" | "update" | "delete"): Promise<{ stdout: string; stderr: string }> {
     const childProcess = require("child_process") as typeof import("child_process");
@@ -168,48 +181,58 @@ async function runOverSsh(props: SshCommandProps, operation: "create" | "update"
                     (stdout.trim() ? `--- stdout (tail) ---\n${tail(stdout)}\n` : ""),
             );
         };
-        const program = operation === "create" ? props.create : operation === "update" ? (props.update ?? props.create) : (props.delete ?? "");
-        return await new Promise((resolve, reject) => {
-            const source = props.source;
-            const sourceChild = source ? childProcess.spawn("ssh", argsFor(source, bashCommand(source.program)), { stdio: ["ignore", "pipe", "pipe"] }) : undefined;
-            const child = childProcess.spawn("ssh", argsFor(props, source ? bashCommand(program) : runFromStdin(operation)), { stdio: ["pipe", "pipe", "pipe"] });
-            const sourceErr: Buffer[] = [];
-            let sourceExit: { code: number | null; signal: string | null } | undefined;
-            // The target may stop reading early (nothing to copy): that is not an error.
-            child.stdin!.on("error", () => undefined);
-            if (sourceChild) {
-                sourceChild.stdout.pipe(child.stdin!);
-                sourceChild.stderr.on("data", (chunk: Buffer) => sourceErr.push(chunk));
-                sourceChild.on("close", (code: number | null, signal: string | null) => {
-                    sourceExit = { code, signal };
-                });
-            } else {
-                child.stdin!.end(programsOnStdin(props));
-            }
-            const out: Buffer[] = [];
-            const err: Buffer[] = [];
-            child.stdout!.on("data", (chunk: Buffer) => out.push(chunk));
-            child.stderr!.on("data", (chunk: Buffer) => err.push(chunk));
-            child.on("error", (error: Error) => reject(new Error(`node ${props.node} (${props.host}:${props.port}): cannot run ssh: ${error.message}`)));
-            child.on("close", (code: number | null, signal: string | null) => {
-                if (sourceChild && sourceExit === undefined) {
-                    sourceChild.kill();
-                }
-                const stdout = Buffer.concat(out).toString("utf8");
-                const stderr = Buffer.concat(err).toString("utf8");
-                if (code === 0) {
-                    resolve({ stdout, stderr });
-                    return;
-                }
-                const error = failure(props, code, signal, stdout, stderr);
-                if (source && sourceExit && sourceExit.code !== 0 && sourceExit.code !== null) {
-                    // The target failed because its source did: say so first.
-                    reject(new Error(`${failure(source, sourceExit.code, sourceExit.signal, "", Buffer.concat(sourceErr).toString("utf8")).message}${error.message}`));
-                    return;
-                }
-                reject(error);
+        type Outcome = { code: number | null; signal: string | null; stdout: string; stderr: string };
+        const children: import("child_process").ChildProcess[] = [];
+        const session = (target: { node: string; host: string; port: number; user: string; hostKey?: string }, input: string, op: "create" | "update" | "delete") =>
+            new Promise<Outcome>((resolve, reject) => {
+                const child = childProcess.spawn("ssh", argsFor(target, runFromStdin(op)), { stdio: ["pipe", "pipe", "pipe"] });
+                children.push(child);
+                const out: Buffer[] = [];
+                const err: Buffer[] = [];
+                child.stdin!.on("error", () => undefined);
+                child.stdin!.end(input);
+                child.stdout!.on("data", (chunk: Buffer) => out.push(chunk));
+                child.stderr!.on("data", (chunk: Buffer) => err.push(chunk));
+                child.on("error", (error: Error) => reject(new Error(`node ${target.node} (${target.host}:${target.port}): cannot run ssh: ${error.message}`)));
+                child.on("close", (code: number | null, signal: string | null) =>
+                    resolve({ code, signal, stdout: Buffer.concat(out).toString("utf8"), stderr: Buffer.concat(err).toString("utf8") }),
+                );
             });
-        });
+        const peer = operation === "delete" ? undefined : props.peer;
+        const main = session(props, programsOnStdin(props), operation);
+        if (!peer) {
+            const outcome = await main;
+            if (outcome.code !== 0) {
+                throw failure(props, outcome.code, outcome.signal, outcome.stdout, outcome.stderr);
+            }
+            return { stdout: outcome.stdout, stderr: outcome.stderr };
+        }
+        const other = session(peer, programsOnStdin({ create: peer.program }), "create");
+        // When one side fails, the other gets 10 s to notice on its own, then its session is closed.
+        const closeAfterFailure = (outcome: Outcome, child: () => import("child_process").ChildProcess | undefined) => {
+            if (outcome.code !== 0) {
+                setTimeout(() => child()?.kill(), 10_000).unref();
+            }
+            return outcome;
+        };
+        const [mine, theirs] = await Promise.all([
+            main.then((outcome) => closeAfterFailure(outcome, () => children[1])),
+            other.then((outcome) => closeAfterFailure(outcome, () => children[0])),
+        ]);
+        const prefixed = (text: string) => text.trimEnd().split("\n").filter((line) => line !== "").map((line) => `${peer.node}: ${line}\n`).join("");
+        const stdout = mine.stdout + prefixed(theirs.stdout);
+        const stderr = mine.stderr + prefixed(theirs.stderr);
+        if (theirs.code !== 0 && mine.code !== 0) {
+            // The peer's failure usually explains this node's: say it first.
+            throw new Error(`${failure(peer, theirs.code, theirs.signal, theirs.stdout, theirs.stderr).message}${failure(props, mine.code, mine.signal, mine.stdout, mine.stderr).message}`);
+        }
+        if (theirs.code !== 0) {
+            throw failure(peer, theirs.code, theirs.signal, theirs.stdout, theirs.stderr);
+        }
+        if (mine.code !== 0) {
+            throw failure(props, mine.code, mine.signal, mine.stdout, prefixed(theirs.stderr) + mine.stderr);
+        }
+        return { stdout, stderr };
     } finally {
         fs.rmSync(dir, { recursive: true, force: true });
     }
@@ -224,7 +247,7 @@ const sshCommandProvider: pulumi.dynamic.ResourceProvider = {
     async diff(_id: string, olds: SshCommandProps, news: SshCommandProps) {
         const same = (a: unknown, b: unknown) => JSON.stringify(a ?? null) === JSON.stringify(b ?? null);
         const replaces = (["triggers", "host", "port", "node"] as const).filter((key) => !same(olds[key], news[key]));
-        const changed = (["create", "update", "delete", "user", "hostKey", "connectTimeoutSeconds", "source"] as const).filter(
+        const changed = (["create", "update", "delete", "user", "hostKey", "connectTimeoutSeconds", "peer"] as const).filter(
             (key) => !same(olds[key], news[key]),
         );
         return {
@@ -266,14 +289,14 @@ export class SshCommand extends pulumi.dynamic.Resource {
                 update: args.update,
                 delete: args.delete,
                 triggers: args.triggers,
-                source: args.source
+                peer: args.peer
                     ? {
-                          node: args.source.connection.node,
-                          host: args.source.connection.host,
-                          port: args.source.connection.port,
-                          user: args.source.connection.user,
-                          hostKey: args.source.connection.hostKey,
-                          program: args.source.program,
+                          node: args.peer.connection.node,
+                          host: args.peer.connection.host,
+                          port: args.peer.connection.port,
+                          user: args.peer.connection.user,
+                          hostKey: args.peer.connection.hostKey,
+                          program: args.peer.program,
                       }
                     : undefined,
                 stdout: undefined,

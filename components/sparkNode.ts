@@ -6,7 +6,8 @@ import { NodeObservation } from "../infra/observe";
 import { describeFitPlan, fitNodeFromFacts, kvCacheDtypeFromArgs, parseModelConfig, planFit, safetensorsWeightBytes } from "../infra/fit";
 import { PlannedNode, gpusNeeded } from "../infra/plan";
 import { CommandRunner, hostCommand } from "./hostCommand";
-import { scriptProgram, shQuote } from "./shell";
+import { readScript, scriptProgram } from "./shell";
+import { fabricSecret } from "./weightSync";
 import { SshConnection, SshFiles, materializeSshFiles, sshClientOptions } from "./ssh";
 
 export interface SparkNodeArgs {
@@ -32,6 +33,9 @@ export interface SparkNodeArgs {
      */
     readonly imageFrom?: "pull" | { readonly node: SparkNode; readonly imageId: pulumi.Output<string> };
 }
+
+/** The port of the short-lived image receiver on a node that gets the image (fabric address only). */
+export const IMAGE_COPY_PORT = 28731;
 
 /** The image id a delivery step reports (`image-pulled|image-present|image-copied <image> <id>`). */
 export function deliveredImageId(stdout: string): string | undefined {
@@ -103,15 +107,39 @@ export class SparkNode extends pulumi.ComponentResource {
                 { parent: this },
             );
         }
+        // Node to node over the fabric: a short-lived receiver here (image-receive.sh) while the
+        // source node streams `docker save` into it (image-send.sh), with a secret for this copy.
+        // Only the two sessions' control and output pass through this machine.
         const from = args.imageFrom;
+        const source = from.node;
+        const ownFabric = pulumi.output(args.observed.facts).apply((facts) => findFabric(args.node.name, facts, args.fabricSubnet));
+        const secret = fabricSecret(args.privateKey, pulumi.interpolate`image ${args.node.name} ${from.imageId}`);
+        const vars = pulumi.all([from.imageId, source.fabric, ownFabric, secret]).apply(([imageId, sourceFabric, fabric, key]) => {
+            if (!imageId) {
+                throw new Error(`image.source copy: ${source.nodeName}, the node copied from, has no image ${args.image}`);
+            }
+            return {
+                IMAGE: args.image,
+                WANT_ID: imageId,
+                PORT: IMAGE_COPY_PORT,
+                SECRET: key,
+                FABRIC_STREAM: readScript("fabric-stream.py"),
+                BIND_IP: fabric.ip,
+                SENDER_IP: sourceFabric.ip,
+                TARGET_IP: fabric.ip,
+            };
+        });
         return hostCommand(
             args.runner,
             `${name}-image`,
             {
                 connection: this.connection,
-                source: { connection: from.node.connection, program: `docker save ${shQuote(args.image)}` },
-                pipeFiles: { source: from.node.sshFiles, target: this.sshFiles },
-                create: from.imageId.apply((imageId) => scriptProgram("image-load", { IMAGE: args.image, WANT_ID: imageId })),
+                create: vars.apply(({ TARGET_IP: _, ...receive }) => scriptProgram("image-receive", receive)),
+                peer: {
+                    connection: source.connection,
+                    program: vars.apply(({ BIND_IP: _, SENDER_IP: __, ...send }) => scriptProgram("image-send", send)),
+                },
+                peerFiles: { peer: source.sshFiles, self: this.sshFiles },
             },
             { parent: this },
         );

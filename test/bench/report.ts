@@ -310,3 +310,78 @@ export function cpuSentence(cpu: CpuUse, wallSeconds: number): string {
         `${floor.toFixed(1)} s (${(floor / wallSeconds).toFixed(2)} of this run's ${wallSeconds.toFixed(1)} s).${inside}`
     );
 }
+
+/** What the fabric part of the benchmark measured between two simulated nodes (one run). */
+export interface FabricThroughput {
+    /** Plain TCP between the two fabric addresses (python3 sockets, one stream): the link's limit here. */
+    readonly raw: Transfer;
+    /** `docker save` on the first node into /dev/null: what the image copy can read at most. */
+    readonly save: Transfer;
+    /** The image copy node to node (image-receive.sh + image-send.sh as the runner starts them). */
+    readonly image: Transfer;
+    /** The weight sync (weights-receive/send/close.sh), new files only. */
+    readonly weights: Transfer & { readonly streams: number };
+    /** Bytes that went through this machine's SSH clients during the image copy (both sessions, both ways). */
+    readonly operatorBytes: number;
+    /** Bytes the first node sent on its management interface (every SSH session) and on the fabric during the image copy. */
+    readonly sourceInterfaceBytes: { readonly mgmt: number; readonly fabric: number };
+}
+
+export interface Transfer {
+    readonly bytes: number;
+    readonly seconds: number;
+}
+
+export const mibPerSecond = (transfer: Transfer) => transfer.bytes / 2 ** 20 / transfer.seconds;
+
+/** The fabric targets: image copy and weight sync ≥ 0.7 of raw TCP; no image byte through this machine. */
+export function fabricTargets(fabric: FabricThroughput): TargetResult[] {
+    const raw = mibPerSecond(fabric.raw);
+    const atLeast = (name: string, value: number, limit: number, detail: string): TargetResult => ({ target: name, value, limit, passed: value >= limit, detail });
+    return [
+        atLeast(
+            "image copy / raw TCP over the fabric (at least)",
+            mibPerSecond(fabric.image) / raw,
+            0.7,
+            `${mibPerSecond(fabric.image).toFixed(0)} / ${raw.toFixed(0)} MiB/s; docker save alone ${mibPerSecond(fabric.save).toFixed(0)} MiB/s (copy / save ${(mibPerSecond(fabric.image) / mibPerSecond(fabric.save)).toFixed(2)})`,
+        ),
+        atLeast(
+            `weight sync / raw TCP over the fabric (at least; ${fabric.weights.streams} rsync streams)`,
+            mibPerSecond(fabric.weights) / raw,
+            0.7,
+            `${mibPerSecond(fabric.weights).toFixed(0)} / ${raw.toFixed(0)} MiB/s`,
+        ),
+        {
+            target: "image bytes through this machine (share of the image, at most)",
+            value: fabric.operatorBytes / fabric.image.bytes,
+            limit: 0.01,
+            passed: fabric.operatorBytes < fabric.image.bytes / 100 && fabric.sourceInterfaceBytes.mgmt < fabric.image.bytes / 100,
+            detail:
+                `${(fabric.operatorBytes / 1024).toFixed(0)} KiB through this machine's SSH clients (control and output only) for a ${(fabric.image.bytes / 2 ** 20).toFixed(0)} MiB image; ` +
+                `the first node sent ${(fabric.sourceInterfaceBytes.fabric / 2 ** 20).toFixed(0)} MiB on the fabric, ${(fabric.sourceInterfaceBytes.mgmt / 2 ** 20).toFixed(2)} MiB on its management interface`,
+        },
+    ];
+}
+
+/** The fabric section of report.md. */
+export function renderFabric(fabric: FabricThroughput): string[] {
+    const row = (what: string, transfer: Transfer) =>
+        `| ${what} | ${(transfer.bytes / 2 ** 20).toFixed(0)} MiB | ${transfer.seconds.toFixed(2)} s | ${mibPerSecond(transfer).toFixed(0)} MiB/s | ${(mibPerSecond(transfer) / mibPerSecond(fabric.raw)).toFixed(2)} |`;
+    return [
+        "## Copies over the fabric (2 simulated nodes, one run)",
+        "",
+        "| transfer | size | time | throughput | / raw |",
+        "|---|---:|---:|---:|---:|",
+        row("raw TCP, one python3 socket stream", fabric.raw),
+        row("`docker save` alone on the first node (to /dev/null)", fabric.save),
+        row("image copy, node to node (`docker save` → fabric → `docker load`)", fabric.image),
+        row(`weight sync, rsync in ${fabric.weights.streams} streams`, fabric.weights),
+        "",
+        "| target | value | limit | result | detail |",
+        "|---|---:|---:|---|---|",
+        ...fabricTargets(fabric).map(
+            (result) => `| ${result.target} | ${result.value === undefined ? "–" : result.value.toFixed(2)} | ${result.limit} | ${result.passed ? "pass" : "**FAIL**"} | ${result.detail} |`,
+        ),
+        "",
+    ];
+}

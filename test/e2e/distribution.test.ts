@@ -1,12 +1,16 @@
 /**
  * End to end on simulated Sparks: what preflight catches before any container starts (a node whose
- * image differs, a node missing a weight file, a model that cannot fit) and the image copy that
- * fixes the first. Real SSH and Docker; the GPU, the fabric link and vLLM are stand-ins.
+ * image differs or is missing, a node missing a weight file, a model that cannot fit), and what
+ * fixes the first two: the image copied node to node over the fabric, to every node that lacks it at
+ * once (a broken copy leaves no image and the next up retries it), and the weights by rsync over the
+ * fabric. Real SSH and Docker; the GPU, the fabric link and vLLM are stand-ins.
  */
+import { execFile } from "child_process";
+import { promisify } from "util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { Stack } from "@pulumi/pulumi/automation";
+import { EngineEvent, Stack } from "@pulumi/pulumi/automation";
 import { openStack } from "../../infra/automation";
-import { SimCluster, onNode, putTinyModel, simStackConfig, simUp, tearDown, tempWorkspace } from "./simCluster";
+import { SimCluster, SimNode, onNode, putTinyModel, simStackConfig, simUp, tearDown, tempWorkspace } from "./simCluster";
 
 const MODEL_DIR = "/home/spark/models/tiny-moe";
 
@@ -23,20 +27,49 @@ function imageId(cluster: SimCluster, index: number): string {
     return onNode(cluster.nodes[index], `docker image inspect --format '{{.Id}}' ${cluster.workloadImage}`).trim();
 }
 
+/** Records when each resource's step began and ended during an operation (by resource name). */
+function stepRecorder(): { onEvent: (event: EngineEvent) => void; spans: Map<string, { start: number; end: number }> } {
+    const spans = new Map<string, { start: number; end: number }>();
+    const onEvent = (event: EngineEvent) => {
+        const urn = event.resourcePreEvent?.metadata.urn ?? event.resOutputsEvent?.metadata.urn;
+        if (!urn) {
+            return;
+        }
+        const resource = urn.split("::").pop()!;
+        const span = spans.get(resource) ?? { start: Date.now(), end: Date.now() };
+        if (event.resOutputsEvent) {
+            span.end = Date.now();
+        }
+        spans.set(resource, span);
+    };
+    return { onEvent, spans };
+}
+
 function noContainers(cluster: SimCluster): void {
     for (const node of cluster.nodes) {
         expect(onNode(node, "docker ps -aq").trim()).toBe("");
     }
 }
 
-describe("preflight and image copy on 2 simulated Sparks", () => {
-    const name = "e2e-dist";
+/** Runs a command in a simulated node without blocking the event loop (the inline program runs in this process). */
+async function onNodeAsync(node: SimNode, command: string): Promise<string> {
+    const { stdout } = await promisify(execFile)("docker", ["exec", node.name, "bash", "-c", command], { encoding: "utf8", timeout: 60_000 });
+    return stdout;
+}
+
+/** Bytes sent so far on a node's interface. */
+function txBytes(node: SimNode, iface: string): number {
+    return Number(onNode(node, `cat /sys/class/net/${iface}/statistics/tx_bytes`).trim());
+}
+
+describe("preflight, and the image copy node to node over the fabric, on 3 simulated Sparks", () => {
+    const name = "e2e-dist13";
     let cluster: SimCluster;
     let workspace: { dir: string; envVars: Record<string, string> };
     const stacks: Stack[] = [];
 
     beforeAll(async () => {
-        cluster = await simUp(name, 2);
+        cluster = await simUp(name, 3);
         putTinyModel(cluster, MODEL_DIR);
         workspace = tempWorkspace(`vllm-fleet-${name}-`);
     });
@@ -45,43 +78,88 @@ describe("preflight and image copy on 2 simulated Sparks", () => {
         await tearDown({ stacks, cluster: name, workDir: workspace?.dir });
     });
 
-    it("refuses a node whose image differs, then fixes it by copying from the first node", async () => {
+    it("refuses differing images, then copies to 2 nodes at once over the fabric; a broken copy leaves no image and the next up retries it", async () => {
+        const [source, drifted, empty] = cluster.nodes;
         // Same tag, another image: what a node that pulled a moving tag at another time has.
         onNode(
-            cluster.nodes[1],
+            drifted,
             `docker run --name drift --entrypoint sh ${cluster.workloadImage} -c 'echo drift > /drift' && docker commit drift ${cluster.workloadImage} >/dev/null && docker rm drift >/dev/null`,
         );
+        onNode(empty, `docker image rm ${cluster.workloadImage} >/dev/null`);
         const original = imageId(cluster, 0);
-        const drifted = imageId(cluster, 1);
-        expect(drifted).not.toBe(original);
+        expect(imageId(cluster, 1)).not.toBe(original);
 
         const stack = await openStack(`${name}-image`, { workDir: workspace.dir, envVars: workspace.envVars, config: simStackConfig(cluster, MODEL_DIR) });
         stacks.push(stack);
         const message = await failureOf(stack.up());
-        expect(message).toContain(
-            `image ${cluster.workloadImage} differs across nodes: spark1 have ${original.slice(7, 19)}; spark2 have ${drifted.slice(7, 19)}`,
-        );
+        expect(message).toContain(`image ${cluster.workloadImage} differs across nodes`);
         noContainers(cluster);
 
         await stack.setConfig("vllm-fleet:image", { value: JSON.stringify({ name: cluster.workloadImage, source: "copy" }) });
+        const mgmtIface = (cluster as unknown as { mgmtIface: string }).mgmtIface;
+        const before = { mgmt: txBytes(source, mgmtIface), fabric: txBytes(source, source.fabricIface) };
+        // While the up runs: both receivers load at the same time; once the third node has taken in
+        // 20 MB, its sender on the first node is killed (by pid), mid-stream.
+        let bothAtOnce = false;
+        let killed = "";
+        let polling = true;
+        const poll = (async () => {
+            const loading = "pid=$(pgrep -x -f 'docker load' | head -n 1); [ -n \"$pid\" ] && awk '/^rchar/ {print $2}' /proc/$pid/io || echo 0";
+            while (polling && !killed) {
+                const [second, third] = await Promise.all([onNodeAsync(drifted, loading), onNodeAsync(empty, loading)]);
+                bothAtOnce ||= Number(second) > 0 && Number(third) > 0;
+                if (Number(third) > 20e6) {
+                    killed = await onNodeAsync(source, `pid=$(pgrep -f 'send ${empty.fabricIp} 28731' | head -n 1); [ -n "$pid" ] && pkill -9 -P "$pid"; kill -9 "$pid" && echo "$pid"`);
+                }
+                await new Promise((resolve) => setTimeout(resolve, 100));
+            }
+        })();
+        const broken = await failureOf(stack.up());
+        polling = false;
+        await poll;
+        expect(killed.trim()).toMatch(/^\d+$/);
+        expect(bothAtOnce).toBe(true);
+        expect(broken).toMatch(/spark3|stream/);
+        // No wrong image, no half-loaded one: the tag is absent on the node whose copy broke ...
+        expect(() => imageId(cluster, 2)).toThrow();
+        // ... while the other copy, running beside it, completed.
+        expect(imageId(cluster, 1)).toBe(original);
+        // Nothing went through this machine: the first node sent the image (twice, in part) on its
+        // fabric interface and next to nothing on the management one that carries every SSH session.
+        const imageBytes = Number(onNode(source, `docker image inspect --format '{{.Size}}' ${cluster.workloadImage}`).trim());
+        const sent = { mgmt: txBytes(source, mgmtIface) - before.mgmt, fabric: txBytes(source, source.fabricIface) - before.fabric };
+        console.log(`image ${(imageBytes / 2 ** 20).toFixed(0)} MiB; the first node sent ${(sent.fabric / 2 ** 20).toFixed(0)} MiB on the fabric, ${(sent.mgmt / 2 ** 20).toFixed(2)} MiB on the management network`);
+        expect(sent.fabric).toBeGreaterThan(imageBytes);
+        expect(sent.mgmt).toBeLessThan(imageBytes / 50);
+
+        // The next up copies again where it broke, and only there.
         const up = await stack.up();
         expect(up.summary.result).toBe("succeeded");
-        expect(imageId(cluster, 1)).toBe(original);
-        const copied = /image-copied \S+ \S+ bytes=(\d+) seconds=(\d+)/.exec(up.stdout + up.stderr);
+        expect(cluster.nodes.map((_, index) => imageId(cluster, index))).toEqual([original, original, original]);
         const state = JSON.stringify(await stack.exportStack());
-        const record = /image-copied [^"\\]+ bytes=(\d+) seconds=(\d+)/.exec(state) ?? copied;
-        expect(record).not.toBeNull();
-        const bytes = Number(record![1]);
-        const seconds = Math.max(1, Number(record![2]));
-        console.log(`image copy: ${(bytes / 1024 ** 2).toFixed(0)} MiB in ${seconds} s = ${(bytes / 1024 ** 2 / seconds).toFixed(1)} MiB/s`);
+        const copied = /image-copied [^"\\]+ bytes=(\d+) millis=(\d+)/.exec(state);
+        expect(copied).not.toBeNull();
+        const [bytes, millis] = [Number(copied![1]), Number(copied![2])];
+        console.log(`image copy: ${(bytes / 2 ** 20).toFixed(0)} MiB in ${(millis / 1000).toFixed(1)} s = ${(bytes / 2 ** 20 / (millis / 1000)).toFixed(1)} MiB/s`);
+        expect(up.summary.resourceChanges?.create).toBeGreaterThan(0);
 
+        // A copy to a node that has the id already loads nothing: the receiver tells the sender.
+        const urn = (await stack.exportStack()).deployment.resources.find((resource: { urn: string }) => resource.urn.endsWith("::spark2-image")).urn;
+        const again = await stack.up({ replace: [urn] });
+        expect(again.summary.result).toBe("succeeded");
+        const replaced = JSON.stringify(await stack.exportStack());
+        expect(replaced).toMatch(new RegExp(`image-present ${cluster.workloadImage.replace(/[/.]/g, "\\$&")} ${original}`));
+        expect(replaced).toContain("spark1: stream-skipped");
         await stack.destroy();
     });
 
-    it("refuses a node missing weight files, naming the first, then fixes it by rsync over the fabric", async () => {
+    it("refuses a node missing weight files, naming the first, then fixes both by rsync over the fabric, at once, in parallel streams", async () => {
         onNode(cluster.nodes[1], `rm ${MODEL_DIR}/model-00001-of-00001.safetensors`);
-        // Something worth timing: 256 MiB that only the first node has.
-        onNode(cluster.nodes[0], `head -c 268435456 /dev/urandom > ${MODEL_DIR}/weights-extra.safetensors && chown spark ${MODEL_DIR}/weights-extra.safetensors`);
+        // Something worth timing: 4 × 64 MiB that only the first node has (disjoint sets, one per stream).
+        onNode(
+            cluster.nodes[0],
+            `for i in 1 2 3 4; do head -c 67108864 /dev/urandom > ${MODEL_DIR}/weights-extra-$i.safetensors; done && chown spark ${MODEL_DIR}/weights-extra-*`,
+        );
         const stack = await openStack(`${name}-weights`, { workDir: workspace.dir, envVars: workspace.envVars, config: simStackConfig(cluster, MODEL_DIR) });
         stacks.push(stack);
         const message = await failureOf(stack.up());
@@ -89,21 +167,27 @@ describe("preflight and image copy on 2 simulated Sparks", () => {
         noContainers(cluster);
 
         await stack.setConfig("vllm-fleet:model", { value: JSON.stringify({ path: MODEL_DIR, servedName: "tiny-moe", sync: "rsync" }) });
-        const up = await stack.up();
+        const steps = stepRecorder();
+        const up = await stack.up({ onEvent: steps.onEvent });
         expect(up.summary.result).toBe("succeeded");
         const listing = (index: number) => onNode(cluster.nodes[index], `cd ${MODEL_DIR} && find . -type f -printf '%s %f\\n' | sort`);
         expect(listing(1)).toBe(listing(0));
-        // The fabric carried it: the daemon on the receiving node listened on its fabric address only.
+        expect(listing(2)).toBe(listing(0));
+        // The fabric carried it: the daemon on each receiving node listened on its fabric address only.
         const state = JSON.stringify(await stack.exportStack());
-        expect(state).toContain(`receiving into ${MODEL_DIR} on ${cluster.nodes[1].fabricIp}:28730`);
-        const synced = /weights-synced to [0-9.]+ millis=(\d+)/.exec(state);
-        const sent = /sent ([0-9,]+) bytes/.exec(state);
-        expect(synced).not.toBeNull();
-        expect(sent).not.toBeNull();
-        const bytes = Number(sent![1].replace(/,/g, ""));
+        for (const node of cluster.nodes.slice(1)) {
+            expect(state).toContain(`receiving into ${MODEL_DIR} on ${node.fabricIp}:28730`);
+            expect(state).toMatch(new RegExp(`weights-synced to ${node.fabricIp.replace(/\./g, "\\.")} millis=\\d+ streams=4 bytes=\\d+`));
+        }
+        const synced = new RegExp(`weights-synced to ${cluster.nodes[1].fabricIp.replace(/\./g, "\\.")} millis=(\\d+) streams=(\\d+) bytes=(\\d+)`).exec(state);
+        const bytes = Number(synced![3]);
         expect(bytes).toBeGreaterThan(256 * 1024 ** 2);
         const seconds = Math.max(1, Number(synced![1])) / 1000;
-        console.log(`weight sync: ${(bytes / 1024 ** 2).toFixed(0)} MiB in ${seconds.toFixed(2)} s = ${(bytes / 1024 ** 2 / seconds).toFixed(1)} MiB/s`);
+        console.log(`weight sync: ${(bytes / 1024 ** 2).toFixed(0)} MiB in ${seconds.toFixed(2)} s = ${(bytes / 1024 ** 2 / seconds).toFixed(1)} MiB/s in ${synced![2]} streams`);
+        // The two receiving nodes were served at once: each one's send overlapped the other's.
+        const spans = ["spark2-weights-send", "spark3-weights-send"].map((resource) => steps.spans.get(resource)!);
+        expect(spans.every((span) => span !== undefined)).toBe(true);
+        expect(spans[0].start < spans[1].end && spans[1].start < spans[0].end).toBe(true);
         // A second up changes nothing and copies nothing.
         const again = await stack.up({ expectNoChanges: true });
         expect(Object.keys(again.summary.resourceChanges ?? {})).toEqual(["same"]);
