@@ -50,7 +50,7 @@ export interface StartOptions {
  * takes their values from its own environment, set by the program (which travels on standard
  * input), so they never appear in a command line, where any user of the node could read them.
  */
-export const SECRET_ENV = ["VLLM_API_KEY"] as const;
+export const SECRET_ENV = ["VLLM_API_KEY", "RAY_AUTH_TOKEN"] as const;
 
 /** The `create` and `delete` programs of the ssh driver for a spec. */
 export function sshDriverCommands(spec: ContainerSpec, start: StartOptions = {}): { create: string; delete: string } {

@@ -10,6 +10,7 @@ import { FleetConfig, FleetNode } from "../infra/config";
 import { FleetError } from "../infra/errors";
 import { NodeObservation, parseObservation, servingContainerOf } from "../infra/observe";
 import { WATCHDOG_CONTAINER } from "../infra/plan";
+import { firewallMarker } from "./firewall";
 import { programsOnStdin, runFromStdin, scriptProgram } from "./shell";
 import { sshArgs, writeSshFiles } from "./ssh";
 
@@ -20,12 +21,11 @@ export type Observer = (config: FleetConfig, secrets: ObserverSecrets, options?:
 export interface ObserverSecrets {
     readonly privateKey: string;
     readonly privateKeyPath?: string;
-    readonly apiKey: string;
     readonly stack: string;
 }
 
 /** The read-only program run on node `index` (with `rayNodes`, the head also lists Ray's nodes). */
-export function observeProgram(config: FleetConfig, stack: string, index: number, apiKey: string, rayNodes = false): string {
+export function observeProgram(config: FleetConfig, stack: string, index: number, rayNodes = false): string {
     const serving = servingContainerOf(config);
     return scriptProgram(["model-list", "probe", "live"], {
         IMAGE: config.image.name,
@@ -36,9 +36,9 @@ export function observeProgram(config: FleetConfig, stack: string, index: number
         ENDPOINT: index === 0 ? "yes" : "no",
         PORT: config.vllm.port,
         SERVED_NAME: config.model.servedName,
-        API_KEY: apiKey,
         WATCHDOG_CONTAINER: index === 0 ? WATCHDOG_CONTAINER : "",
         RAY_NODES: rayNodes && config.executor === "ray" && index === 0 ? "yes" : "no",
+        FIREWALL_MARKER: config.security.firewall ? firewallMarker(stack) : "",
     });
 }
 
@@ -80,7 +80,7 @@ export const observeOverSsh: Observer = async (config, secrets, options = {}) =>
         config.nodes.map(async (node, index) => {
             const target = { ...node, connectTimeoutSeconds: config.timeouts.sshConnectSeconds };
             const files = writeSshFiles(secrets.stack, { ...target, node: node.name }, secrets.privateKey, secrets.privateKeyPath);
-            const input = programsOnStdin({ create: observeProgram(config, secrets.stack, index, secrets.apiKey, options.rayNodes) });
+            const input = programsOnStdin({ create: observeProgram(config, secrets.stack, index, options.rayNodes) });
             const output = await readNode(node, config.timeouts.sshConnectSeconds * 2 + 90, sshArgs(target, files.keyFile, files.knownHostsFile, runFromStdin("create")), input);
             return parseObservation(node.name, output);
         }),

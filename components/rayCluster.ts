@@ -16,6 +16,8 @@ export interface RayClusterArgs {
     readonly planned: pulumi.Output<PlannedNode[]>;
     /** Each node's container revision, by node name (infra/observe.ts: a dead container gets a new one). */
     readonly revisions: Readonly<Record<string, string>>;
+    /** The cluster's token (Ray token authentication), a secret: every node and every driver uses it. */
+    readonly rayToken: pulumi.Output<string>;
     /** What must be done before the head container starts (the check of the serve arguments). */
     readonly after?: readonly pulumi.Resource[];
 }
@@ -50,10 +52,10 @@ export class RayCluster extends pulumi.ComponentResource {
         nodes.forEach((node, index) => {
             const spec =
                 index === 0
-                    ? planned.apply((list) => rayContainerSpec(config, args.stack, list, 0, args.revisions[node.nodeName]))
+                    ? pulumi.all([planned, args.rayToken]).apply(([list, token]) => rayContainerSpec(config, args.stack, list, 0, args.revisions[node.nodeName], token))
                     : pulumi
-                          .all([planned, headContainerId!])
-                          .apply(([list, headId]) => rayContainerSpec(config, args.stack, list, index, args.revisions[node.nodeName], headId));
+                          .all([planned, args.rayToken, headContainerId!])
+                          .apply(([list, token, headId]) => rayContainerSpec(config, args.stack, list, index, args.revisions[node.nodeName], token, headId));
             // A worker's spec holds its head's container id: it is created after the head's
             // `docker run` and replaced whenever the head is (see rayContainerSpec); its `ray start`
             // retries the head while that boots, so the two still boot side by side.

@@ -88,9 +88,11 @@ export function programsOnStdin(programs: CommandPrograms): string {
 /**
  * The remote command line that runs one operation's program from {@link programsOnStdin}. It is
  * short on purpose: a failing command is reported quoting its command line, and the program itself
- * (kilobytes) stays out of the message. Standard input is read to the end before the program
+ * (kilobytes, with its secrets) stays out of the message and out of every process's command line. Standard input is read to the end before the program
  * starts, so nothing the program runs can consume it.
  */
 export function runFromStdin(operation: "create" | "update" | "delete"): string {
-    return `bash -c 'eval "$(cat)" && exec bash -c "$FLEET_${operation.toUpperCase()}" vllm-fleet'`;
+    // The program runs in this same shell (eval), never as an argument of a new one: a command line
+    // is readable by every user of the node (`ps`), and programs carry secrets (keys, tokens).
+    return `bash -c 'eval "$(cat)" && eval "$FLEET_${operation.toUpperCase()}"'`;
 }

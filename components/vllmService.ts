@@ -9,6 +9,8 @@ import {
     RAY_SERVE_LOG,
     SERVING_CONTAINERS,
     VLLM_CONTAINER,
+    apiBindAddress,
+    apiProbeAddress,
     mpRankSpec,
     transportHint,
     transportPolicy,
@@ -63,9 +65,10 @@ export class VllmService extends pulumi.ComponentResource {
         const head = args.nodes[0];
         const apiKey = pulumi.output(args.apiKey ?? "");
         const ready = (container: string, logFile: string) =>
-            apiKey.apply((key) =>
+            pulumi.all([apiKey, args.planned]).apply(([key, planned]) =>
                 scriptProgram("vllm-ready", {
                     CONTAINER: container,
+                    HOST: apiProbeAddress(config, planned[0]),
                     PORT: config.vllm.port,
                     SERVED_NAME: config.model.servedName,
                     TIMEOUT: config.timeouts.vllmReadySeconds,
@@ -80,11 +83,11 @@ export class VllmService extends pulumi.ComponentResource {
             if (!args.ray) {
                 throw new Error("the ray executor needs a Ray cluster");
             }
-            const start = pulumi.all([apiKey, ready(RAY_CONTAINER, RAY_SERVE_LOG)]).apply(([key, waitProgram]) =>
+            const start = pulumi.all([apiKey, args.planned, ready(RAY_CONTAINER, RAY_SERVE_LOG)]).apply(([key, planned, waitProgram]) =>
                 [
                     scriptProgram("vllm-start", {
                         CONTAINER: RAY_CONTAINER,
-                        SERVE_ARGS: vllmServeArgs(config),
+                        SERVE_ARGS: vllmServeArgs(config, apiBindAddress(config, planned[0])),
                         API_KEY: key,
                         LOG_FILE: RAY_SERVE_LOG,
                         // A new token (vllm serve found dead, or the endpoint not answering) changes
@@ -182,15 +185,19 @@ export class VllmService extends pulumi.ComponentResource {
         if (config.supervision.watchdog) {
             // Started once vLLM serves (it must not race the first start), removed before vLLM is
             // stopped (it would start it again), replaced when the serve arguments change.
-            const spec = apiKey.apply((key) => {
-                const watchdog = watchdogSpec(config, args.stack, readScript("watchdog.py"), args.reconciliation.watchdogRevision);
+            const spec = pulumi.all([apiKey, args.planned]).apply(([key, planned]) => {
+                const watchdog = watchdogSpec(config, args.stack, readScript("watchdog.py"), args.reconciliation.watchdogRevision, planned[0]);
                 return key ? { ...watchdog, env: { ...watchdog.env, VLLM_API_KEY: key } } : watchdog;
             });
             realizeContainer(config.containerDriver, config.commandRunner, `${name}-watchdog`, head, spec, { parent: this, dependsOn: [served] }, { watchSeconds: 0 });
         }
 
-        const host = head.connection.host.includes(":") ? `[${head.connection.host}]` : head.connection.host;
-        this.endpoint = pulumi.output(`http://${host}:${config.vllm.port}/v1`);
+        // With vllm.host fabric the API answers on the first node's fabric address only.
+        const hostOf = (address: string) => (address.includes(":") ? `[${address}]` : address);
+        this.endpoint =
+            config.vllm.host === "fabric"
+                ? args.planned.apply((planned) => `http://${planned[0].fabric.ip}:${config.vllm.port}/v1`)
+                : pulumi.output(`http://${hostOf(head.connection.host)}:${config.vllm.port}/v1`);
         this.modelId = pulumi.output(config.model.servedName);
         this.completion = gateStdout.apply((stdout) => {
             const line = stdout.split("\n").find((text) => text.startsWith("completion "));

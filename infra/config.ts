@@ -29,6 +29,7 @@ export const CONFIG_KEYS = [
     "container",
     "timeouts",
     "supervision",
+    "security",
 ] as const;
 export type ConfigKey = (typeof CONFIG_KEYS)[number];
 
@@ -36,7 +37,7 @@ export type ConfigKey = (typeof CONFIG_KEYS)[number];
  * The secret keys the program reads besides {@link CONFIG_KEYS}: never part of {@link FleetConfig},
  * and never printed.
  */
-export const SECRET_CONFIG_KEYS = ["sshPrivateKey", "vllmApiKey"] as const;
+export const SECRET_CONFIG_KEYS = ["sshPrivateKey", "vllmApiKey", "hfToken"] as const;
 export type SecretConfigKey = (typeof SECRET_CONFIG_KEYS)[number];
 
 /**
@@ -54,7 +55,7 @@ const MANAGED_FLAG_SOURCES: Readonly<Record<string, string>> = {
     "--master-addr": "is the first node's fabric address with the mp executor",
     "--master-port": "comes from vllm-fleet:vllm.masterPort",
     "--headless": "marks every node but the first with the mp executor",
-    "--host": "is always 0.0.0.0 (every address)",
+    "--host": "comes from vllm-fleet:vllm.host",
     "--port": "comes from vllm-fleet:vllm.port",
     "--served-model-name": "comes from vllm-fleet:model.servedName",
     "--gpu-memory-utilization": "comes from vllm-fleet:vllm.gpuMemoryUtilization",
@@ -299,6 +300,58 @@ function modelPathProblem(value: string): string | undefined {
     return undefined;
 }
 
+// A Hub repo id as huggingface_hub validates it (validate_repo_id), with the owner: owner/name.
+const HUB_REPO = /^[A-Za-z0-9_]([A-Za-z0-9_.-]{0,94}[A-Za-z0-9_])?\/[A-Za-z0-9_]([A-Za-z0-9_.-]{0,94}[A-Za-z0-9_])?$/;
+/** A commit of a Hub repo, as huggingface_hub recognizes one (REGEX_COMMIT_HASH). */
+export const HUB_COMMIT = /^[0-9a-f]{40}$/;
+
+/** Why `value` cannot be `model.hubEndpoint` (HF_ENDPOINT), or undefined when it can. */
+function hubEndpointProblem(value: string): string | undefined {
+    let url: URL;
+    try {
+        url = new URL(value);
+    } catch {
+        return "not a URL";
+    }
+    if (url.protocol !== "http:" && url.protocol !== "https:") {
+        return "not http(s)";
+    }
+    if (url.username || url.password || url.search || url.hash || /\s/.test(value)) {
+        return "credentials, a query or a fragment";
+    }
+    return undefined;
+}
+
+/**
+ * The problems of the Hub keys of `model` across one another: `repo` and `revision` with
+ * `source: hub` (the revision a commit, so every `up` gets the same bytes), none of the Hub keys
+ * without it. Pure.
+ */
+function hubIssues(model: { source: "path" | "hub"; repo?: string; revision?: string; hubEndpoint?: string }): { key: string; value: unknown; expected: string }[] {
+    const issues: { key: string; value: unknown; expected: string }[] = [];
+    if (model.source !== "hub") {
+        for (const key of ["repo", "revision", "hubEndpoint"] as const) {
+            if (model[key] !== undefined) {
+                issues.push({ key, value: model[key], expected: `no value: vllm-fleet:model.${key} is read only with vllm-fleet:model.source hub` });
+            }
+        }
+        return issues;
+    }
+    if (model.repo === undefined) {
+        issues.push({ key: "repo", value: undefined, expected: "a Hugging Face repo id such as Qwen/Qwen3-8B (owner/name) with vllm-fleet:model.source hub" });
+    }
+    const find = `the commit of a branch: curl -s ${(model.hubEndpoint ?? "https://huggingface.co").replace(/\/+$/, "")}/api/models/${model.repo ?? "<owner>/<name>"}/revision/main | jq -r .sha`;
+    if (model.revision === undefined) {
+        issues.push({ key: "revision", value: undefined, expected: `a commit of the repo (40 hex digits) with vllm-fleet:model.source hub, so every up gets the same files; ${find}` });
+    } else if (!HUB_COMMIT.test(model.revision)) {
+        const expected = /^[0-9A-Fa-f]{40}$/.test(model.revision)
+            ? "a commit in lowercase hex (huggingface_hub takes another spelling for a branch name)"
+            : `a commit (40 hex digits), not a branch or tag, which moves: the same config would download other files later; ${find}`;
+        issues.push({ key: "revision", value: model.revision, expected });
+    }
+    return issues;
+}
+
 const modelSchema = z
     .strictObject({
         path: z
@@ -311,12 +364,44 @@ const modelSchema = z
                 }
             }),
         servedName: z.string().min(1).max(256).optional(),
-        /** `rsync`: copy the first node's model directory to the others over the fabric. */
-        sync: z.enum(["none", "rsync"]).default("none"),
+        /**
+         * `rsync`: copy the first node's model directory to the others over the fabric. Default:
+         * `none`, and `rsync` with `source: hub` (the download is on the first node only).
+         */
+        sync: z.enum(["none", "rsync"]).optional(),
+        /** `path`: the directory is there already; `hub`: downloaded into it from the Hugging Face Hub. */
+        source: z.enum(["path", "hub"]).default("path"),
+        /** The Hub repo id (`owner/name`), with `source: hub`. */
+        repo: z
+            .string()
+            .regex(HUB_REPO, "a Hugging Face repo id such as Qwen/Qwen3-8B (owner/name: letters, digits, '-', '_', '.')")
+            .refine((value) => !/--|\.\.|\.git$/.test(value), "a Hugging Face repo id without '--' or '..' and not ending in .git")
+            .optional(),
+        /** The commit of the repo to download (40 hex digits), with `source: hub`. */
+        revision: z.string().optional(),
+        /** The Hub's address (HF_ENDPOINT): a mirror or a Hub of your own; default https://huggingface.co. */
+        hubEndpoint: z
+            .string()
+            .refine((value) => hubEndpointProblem(value) === undefined, "an http(s) URL such as https://huggingface.co (no query, no credentials)")
+            .optional(),
+    })
+    .superRefine((model, context) => {
+        for (const issue of hubIssues(model)) {
+            context.addIssue({ code: "custom", path: [issue.key], message: issue.expected, params: { value: issue.value } });
+        }
     })
     .transform((model) => {
         const modelPath = normalizeAbsolutePath(model.path);
-        return { path: modelPath, servedName: model.servedName ?? path.posix.basename(modelPath), sync: model.sync };
+        const hub =
+            model.source === "hub" && model.repo !== undefined && model.revision !== undefined
+                ? { repo: model.repo, revision: model.revision, ...(model.hubEndpoint ? { endpoint: model.hubEndpoint.replace(/\/+$/, "") } : {}) }
+                : undefined;
+        return {
+            path: modelPath,
+            servedName: model.servedName ?? hub?.repo ?? path.posix.basename(modelPath),
+            sync: model.sync ?? (hub ? "rsync" : "none"),
+            ...(hub ? { hub } : {}),
+        };
     });
 
 const parallelismSchema = z
@@ -326,9 +411,15 @@ const parallelismSchema = z
     })
     .default({ pipeline: 1 });
 
+/** What vllm.apiKey takes. */
+const API_KEY_NONE_EXPECTED =
+    'none, to serve without a key (a key of your own is the secret vllm-fleet:vllmApiKey: pulumi config set --secret vllmApiKey "$(openssl rand -hex 16)"; without either the stack makes one)';
+
 const vllmSchema = z
     .strictObject({
         port: z.number().int().min(1).max(65535).default(8000),
+        /** Where the API listens on the first node: `all` its addresses, or only its `fabric` address. */
+        host: z.enum(["all", "fabric"]).default("all"),
         gpuMemoryUtilization: z
             .number()
             .gt(0, "a fraction in (0, 1], e.g. 0.9")
@@ -352,8 +443,13 @@ const vllmSchema = z
             .default([]),
         /** Rendezvous port of rank 0 with the `mp` executor (vLLM's --master-port). */
         masterPort: z.number().int().min(1).max(65535).default(29501),
+        /**
+         * `none` serves the API without a key. Otherwise the key is the secret vllm-fleet:vllmApiKey,
+         * or, when that is not set, one the stack makes and keeps (the stack output `apiKey`).
+         */
+        apiKey: z.literal("none").optional(),
     })
-    .default({ port: 8000, gpuMemoryUtilization: 0.9, enableAutoToolChoice: false, trustRemoteCode: false, extraArgs: [], masterPort: 29501 });
+    .default({ port: 8000, host: "all", gpuMemoryUtilization: 0.9, enableAutoToolChoice: false, trustRemoteCode: false, extraArgs: [], masterPort: 29501 });
 
 const raySchema = z
     .strictObject({
@@ -405,6 +501,17 @@ const supervisionSchema = z
     })
     .default(SUPERVISION_DEFAULTS);
 
+const SECURITY_DEFAULTS = { rayTokenRotation: "", firewall: false };
+
+const securitySchema = z
+    .strictObject({
+        /** Any text; a new one makes a new Ray token (the Ray containers restart with it). */
+        rayTokenRotation: z.string().max(200).default(SECURITY_DEFAULTS.rayTokenRotation),
+        /** Host firewall rules that admit Ray's and vLLM's internal ports from the fabric subnet only. */
+        firewall: z.boolean().default(SECURITY_DEFAULTS.firewall),
+    })
+    .default(SECURITY_DEFAULTS);
+
 const rawObjectSchema = z.strictObject({
     nodes: z.array(nodeSchema).min(1, "at least one node").max(16, "at most 16 nodes"),
     ssh: sshSchema,
@@ -420,6 +527,7 @@ const rawObjectSchema = z.strictObject({
     container: containerSchema,
     timeouts: timeoutsSchema,
     supervision: supervisionSchema,
+    security: securitySchema,
 });
 type ParsedConfig = z.output<typeof rawObjectSchema>;
 
@@ -588,10 +696,18 @@ export interface FleetConfig {
     readonly commandRunner: "pulumi-command" | "builtin";
     /** vLLM's distributed executor: `ray` (a Ray cluster) or `mp` (vLLM's native multi-node). */
     readonly executor: "ray" | "mp";
-    readonly model: { readonly path: string; readonly servedName: string; readonly sync: "none" | "rsync" };
+    readonly model: {
+        readonly path: string;
+        readonly servedName: string;
+        readonly sync: "none" | "rsync";
+        /** With `model.source: hub`: the repo and commit downloaded into `path` on the first node, and the Hub's address. */
+        readonly hub?: { readonly repo: string; readonly revision: string; readonly endpoint?: string };
+    };
     readonly parallelism: { readonly tensor: number; readonly pipeline: number };
     readonly vllm: {
         readonly port: number;
+        /** Where the API listens on the first node: every address, or only its fabric address. */
+        readonly host: "all" | "fabric";
         readonly gpuMemoryUtilization: number;
         readonly maxModelLen?: number;
         readonly reasoningParser?: string;
@@ -600,6 +716,8 @@ export interface FleetConfig {
         readonly trustRemoteCode: boolean;
         readonly extraArgs: readonly string[];
         readonly masterPort: number;
+        /** `none`: no API key (else the secret vllmApiKey, or one the stack makes). */
+        readonly apiKey?: "none";
     };
     readonly ray: { readonly port: number };
     readonly container: {
@@ -617,6 +735,12 @@ export interface FleetConfig {
         readonly failuresBeforeRestart: number;
         readonly maxRestarts: number;
         readonly restartWindowSeconds: number;
+    };
+    readonly security: {
+        /** Any text; a new one makes a new Ray token. */
+        readonly rayTokenRotation: string;
+        /** Host firewall rules keeping Ray's and vLLM's internal ports to the fabric subnet. */
+        readonly firewall: boolean;
     };
 }
 
@@ -806,6 +930,9 @@ const KEY_ALIASES: Readonly<Record<string, string>> = {
     pipelineParallelSize: "parallelism.pipeline",
     pp: "parallelism.pipeline",
     apiKey: "vllmApiKey",
+    huggingfaceToken: "hfToken",
+    hubToken: "hfToken",
+    HF_TOKEN: "hfToken",
     privateKey: "sshPrivateKey",
     sshKey: "sshPrivateKey",
     hosts: "nodes",
@@ -971,6 +1098,7 @@ function apiKeyProblem(value: string): string | undefined {
 const SET_AS_SECRET: Readonly<Record<SecretConfigKey, string>> = {
     sshPrivateKey: "pulumi config set --secret sshPrivateKey < ~/.ssh/id_ed25519",
     vllmApiKey: 'pulumi config set --secret vllmApiKey "$(openssl rand -hex 16)"',
+    hfToken: "pulumi config set --secret hfToken hf_... (a Hugging Face access token that may read the repo)",
 };
 
 /**
@@ -1008,8 +1136,31 @@ export function apiKeyIssues(value: string | undefined): ConfigIssue[] {
             found: `got ${problem}`,
             expected:
                 problem === "an empty key"
-                    ? "a key (to serve without one, remove it: pulumi config rm vllmApiKey)"
+                    ? "a key (without it the stack makes one; to serve without any: pulumi config rm vllmApiKey, and set vllm-fleet:vllm.apiKey to none)"
                     : "one token of printable ASCII without spaces (vLLM compares the Bearer token exactly; a header cannot carry a newline)",
+        },
+    ];
+}
+
+/**
+ * The problems of the text of the secret `vllm-fleet:hfToken` (`value` undefined when it is not set):
+ * one token of printable ASCII (it travels as `Authorization: Bearer <token>`). The token is never
+ * quoted. Pure.
+ */
+export function hfTokenIssues(value: string | undefined): ConfigIssue[] {
+    const problem = value === undefined ? undefined : apiKeyProblem(value);
+    if (!problem) {
+        return [];
+    }
+    return [
+        {
+            key: `${CONFIG_NAMESPACE}:hfToken`,
+            value: undefined,
+            found: `got ${problem.replace(/key/g, "token")}`,
+            expected:
+                problem === "an empty key"
+                    ? "a Hugging Face access token (for a repo that needs none, remove it: pulumi config rm hfToken)"
+                    : "one token of printable ASCII without spaces (the Hub reads it from an Authorization: Bearer header)",
         },
     ];
 }
@@ -1060,6 +1211,10 @@ export function parseFleetConfig(raw: Readonly<Record<string, unknown>>): FleetC
                 if (claimed.has(key)) {
                     return [];
                 }
+                if (key === `${CONFIG_NAMESPACE}:vllm.apiKey`) {
+                    // Whatever is there may be a key put in the wrong place: never quoted.
+                    return [{ key, value: undefined, found: "a value other than none (not shown: it may be a key)", expected: API_KEY_NONE_EXPECTED }];
+                }
                 // The checks across keys carry the value they judged (a resolved or defaulted one).
                 const judged = issue.code === "custom" && issue.params && "value" in issue.params;
                 return [{ key, value: judged ? issue.params?.value : valueAt(input, issue.path), expected: expectedFor(issue) }];
@@ -1082,5 +1237,6 @@ export function parseFleetConfig(raw: Readonly<Record<string, unknown>>): FleetC
         container: parsed.container,
         timeouts: parsed.timeouts,
         supervision: parsed.supervision,
+        security: parsed.security,
     };
 }

@@ -39,6 +39,8 @@ export interface NodeObservation {
     readonly watchdog?: string;
     /** Ray's live nodes as the head reports them (`npm run status` only): fabric address and GPUs. */
     readonly rayNodes?: readonly { readonly ip: string; readonly gpus: number }[];
+    /** The revision security.firewall's rules left on this node ("" when none are there). */
+    readonly firewall?: string;
 }
 
 /** Parses what probe.sh followed by live.sh printed on `node`. */
@@ -76,7 +78,18 @@ export function parseObservation(node: string, output: string): NodeObservation 
                   .map((line) => /^(\S+) (\d+)$/.exec(line.trim()))
                   .filter((match): match is RegExpExecArray => match !== null)
                   .map((match) => ({ ip: match[1], gpus: Number(match[2]) }));
-    return { node, facts: parseProbeOutput(output), containers, serve, endpoint, watchdog, rayNodes };
+    const firewallText = sections.get("firewall");
+    const firewall = firewallText === undefined ? undefined : firewallText.trim();
+    return { node, facts: parseProbeOutput(output), containers, serve, endpoint, watchdog, rayNodes, firewall };
+}
+
+/**
+ * The revision of each node's firewall rules (security.firewall): the one its rules left, so an `up`
+ * with nothing to do keeps them, or `fresh()` where none are there (never applied, or gone with a
+ * reboot), so that `up` applies them again.
+ */
+export function firewallRevisions(observations: readonly NodeObservation[], fresh: () => string): Record<string, string> {
+    return Object.fromEntries(observations.map((observation) => [observation.node, observation.firewall || fresh()]));
 }
 
 /** The serving container of each executor on every node. */

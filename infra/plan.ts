@@ -177,10 +177,15 @@ export function rayContainerSpec(
     nodes: readonly PlannedNode[],
     index: number,
     revision: string,
+    rayToken: string,
     headContainerId?: string,
 ): ContainerSpec {
     const node = nodes[index];
     const head = nodes[0];
+    // Ray token authentication (Ray 2.52+): every RPC to the GCS and the raylets, from the nodes and
+    // from drivers (the readiness gate, `vllm serve`, both `docker exec`s that inherit this
+    // environment), must carry the token. The value is a secret (SECRET_ENV: never on a command line).
+    const auth = { RAY_AUTH_MODE: "token", RAY_AUTH_TOKEN: rayToken };
     const common = ["--node-ip-address", node.fabric.ip, "--num-gpus", String(node.gpus), "--disable-usage-stats"];
     if (index === 0) {
         const base = servingContainer(config, stack, node, "ray-head", revision);
@@ -191,7 +196,7 @@ export function rayContainerSpec(
             name: RAY_CONTAINER,
             ...runs(["ray", "start", "--block", "--head", "--port", String(config.ray.port), "--include-dashboard=false", ...common]),
             ...base,
-            env: { ...base.env, RAY_prestart_worker_first_driver: "0", VLLM_CONFIG_ROOT: RAY_HEAD_VLLM_CONFIG_ROOT },
+            env: { ...base.env, ...auth, RAY_prestart_worker_first_driver: "0", VLLM_CONFIG_ROOT: RAY_HEAD_VLLM_CONFIG_ROOT },
         };
     }
     if (!headContainerId) {
@@ -205,7 +210,7 @@ export function rayContainerSpec(
         // A worker whose head is gone for 20 s (Ray's default: 60 s) exits, and its restart policy
         // brings it back to join the head that Docker restarted meanwhile: vLLM's engine died with
         // the old head anyway, and the group is back sooner.
-        env: { ...base.env, RAY_gcs_rpc_server_reconnect_timeout_s: "20" },
+        env: { ...base.env, ...auth, RAY_gcs_rpc_server_reconnect_timeout_s: "20" },
         labels: { ...base.labels, [RAY_HEAD_LABEL]: headContainerId },
     };
 }
@@ -218,7 +223,7 @@ export function rayContainerSpec(
 export function mpRankSpec(config: FleetConfig, stack: string, nodes: readonly PlannedNode[], index: number, revision: string): ContainerSpec {
     const program = [
         "vllm",
-        ...vllmServeArgs(config),
+        ...vllmServeArgs(config, apiBindAddress(config, nodes[0])),
         "--nnodes",
         String(nodes.length),
         "--node-rank",
@@ -232,15 +237,28 @@ export function mpRankSpec(config: FleetConfig, stack: string, nodes: readonly P
     return { name: VLLM_CONTAINER, ...runs(program), ...servingContainer(config, stack, nodes[index], index === 0 ? "vllm-rank0" : "vllm-headless", revision) };
 }
 
-/** The arguments of `vllm serve` (the API key travels as VLLM_API_KEY, never on the command line). */
-export function vllmServeArgs(config: FleetConfig): string[] {
+/** The address vLLM's API binds on the first node (`head`): every address, or its fabric address (vllm.host). */
+export function apiBindAddress(config: FleetConfig, head: PlannedNode): string {
+    return config.vllm.host === "fabric" ? head.fabric.ip : "0.0.0.0";
+}
+
+/** The address on the first node where the probes (readiness gate, watchdog) reach the API. */
+export function apiProbeAddress(config: FleetConfig, head: PlannedNode): string {
+    return config.vllm.host === "fabric" ? head.fabric.ip : "127.0.0.1";
+}
+
+/**
+ * The arguments of `vllm serve`, listening on `host` ({@link apiBindAddress}). The API key travels
+ * as VLLM_API_KEY, never on the command line.
+ */
+export function vllmServeArgs(config: FleetConfig, host: string): string[] {
     const args = [
         "serve",
         containerModelPath(config),
         "--served-model-name",
         config.model.servedName,
         "--host",
-        "0.0.0.0",
+        host,
         "--port",
         String(config.vllm.port),
         "--tensor-parallel-size",
@@ -274,15 +292,16 @@ export function vllmServeArgs(config: FleetConfig): string[] {
 /**
  * The watchdog's container on the first node (components/scripts/watchdog.py, given as `script`):
  * it probes a completion and restarts vLLM when it stops serving, rationed (config `supervision`).
- * Host network (it probes 127.0.0.1), the Docker socket, its own process namespace (it finds
+ * Host network (it probes the API where it listens), the Docker socket, its own process namespace (it finds
  * `vllm serve` with pgrep in the serving container, and its own command line holds those words).
  * The API key, if any, is added by the caller (a secret).
  */
-export function watchdogSpec(config: FleetConfig, stack: string, script: string, revision: string): ContainerSpec {
+export function watchdogSpec(config: FleetConfig, stack: string, script: string, revision: string, head: PlannedNode): ContainerSpec {
     const { supervision } = config;
     const env: Record<string, string> = {
         WATCHDOG_EXECUTOR: config.executor,
         WATCHDOG_CONTAINER: config.executor === "ray" ? RAY_CONTAINER : VLLM_CONTAINER,
+        WATCHDOG_HOST: apiProbeAddress(config, head),
         WATCHDOG_PORT: String(config.vllm.port),
         WATCHDOG_MODEL: config.model.servedName,
         WATCHDOG_INTERVAL: String(supervision.probeIntervalSeconds),
@@ -293,7 +312,7 @@ export function watchdogSpec(config: FleetConfig, stack: string, script: string,
         WATCHDOG_WINDOW: String(supervision.restartWindowSeconds),
     };
     if (config.executor === "ray") {
-        env.WATCHDOG_SERVE_ARGS = JSON.stringify(vllmServeArgs(config));
+        env.WATCHDOG_SERVE_ARGS = JSON.stringify(vllmServeArgs(config, apiBindAddress(config, head)));
         env.WATCHDOG_SERVE_LOG = RAY_SERVE_LOG;
     }
     return {

@@ -8,12 +8,15 @@ import * as fs from "fs";
 import * as path from "path";
 import * as pulumi from "@pulumi/pulumi";
 import { RAY_CLUSTER_NAME, VLLM_SERVICE_NAME } from "../components/container";
+import { nodeFirewalls } from "../components/firewall";
+import { FleetSecret } from "../components/fleetSecret";
 import { Observer, observeOverSsh } from "../components/observer";
 import { RayCluster } from "../components/rayCluster";
 import { serveArgsCheck } from "../components/serveArgsCheck";
 import { SparkNode, planFleet } from "../components/sparkNode";
 import { VllmService } from "../components/vllmService";
 import { syncWeights } from "../components/weightSync";
+import { hubDownload, withModel } from "../components/hubDownload";
 import {
     CONFIG_KEYS,
     CONFIG_NAMESPACE,
@@ -23,13 +26,14 @@ import {
     SECRET_CONFIG_KEYS,
     SecretConfigKey,
     apiKeyIssues,
+    hfTokenIssues,
     parseFleetConfig,
     plainTextSecretIssues,
     privateKeyProblem,
     sshPrivateKeyIssues,
 } from "./config";
-import { newRevision, reconcile } from "./observe";
-import { mpRankSpec, vllmServeArgs } from "./plan";
+import { firewallRevisions, newRevision, reconcile } from "./observe";
+import { apiBindAddress, mpRankSpec, vllmServeArgs } from "./plan";
 import { findProjectRoot } from "./project";
 
 /** The keys set in the current stack under the `vllm-fleet` namespace, without the namespace. */
@@ -147,6 +151,8 @@ export interface StackConfig {
     readonly privateKeyPath?: string;
     /** The secret `vllm-fleet:vllmApiKey`, when set. */
     readonly apiKey?: pulumi.Output<string>;
+    /** The secret `vllm-fleet:hfToken`, when set (model.source hub: a gated or private repo). */
+    readonly hfToken?: pulumi.Output<string>;
 }
 
 /**
@@ -171,6 +177,7 @@ export function readStackConfig(pulumiConfig = new pulumi.Config(CONFIG_NAMESPAC
     // Secret values are read as text here to be checked; they leave this function as secrets.
     const sshSecret = pulumiConfig.get("sshPrivateKey");
     const apiKeyText = pulumiConfig.get("vllmApiKey");
+    const hfTokenText = pulumiConfig.get("hfToken");
     issues.push(...plainTextSecretIssues("sshPrivateKey", sshSecret, isSecretConfig("sshPrivateKey")));
     let key: { privateKey: pulumi.Output<string>; privateKeyPath?: string } | undefined;
     if (config) {
@@ -180,10 +187,40 @@ export function readStackConfig(pulumiConfig = new pulumi.Config(CONFIG_NAMESPAC
         issues.push(...sshPrivateKeyIssues(sshSecret));
     }
     issues.push(...plainTextSecretIssues("vllmApiKey", apiKeyText, isSecretConfig("vllmApiKey")), ...apiKeyIssues(apiKeyText));
+    issues.push(...plainTextSecretIssues("hfToken", hfTokenText, isSecretConfig("hfToken")), ...hfTokenIssues(hfTokenText));
+    if (config?.vllm.apiKey === "none" && apiKeyText !== undefined) {
+        issues.push({
+            key: `${CONFIG_NAMESPACE}:vllm.apiKey`,
+            value: "none",
+            expected: "not none while the secret vllm-fleet:vllmApiKey is set: keep one of the two (pulumi config rm vllmApiKey, or remove vllm.apiKey)",
+        });
+    }
     if (issues.length > 0 || !config || !key) {
         throw new ConfigError(issues);
     }
-    return { config, privateKey: key.privateKey, privateKeyPath: key.privateKeyPath, apiKey: apiKeyText === undefined ? undefined : pulumi.secret(apiKeyText) };
+    return {
+        config,
+        privateKey: key.privateKey,
+        privateKeyPath: key.privateKeyPath,
+        apiKey: apiKeyText === undefined ? undefined : pulumi.secret(apiKeyText),
+        hfToken: hfTokenText === undefined ? undefined : pulumi.secret(hfTokenText),
+    };
+}
+
+/**
+ * The stack's own secrets: the Ray token (ray executor), and the API key when the stack makes it
+ * (no vllmApiKey set and vllm.apiKey not none). Made once and kept in the stack's state.
+ */
+function stackSecrets(config: FleetConfig, apiKey: pulumi.Output<string> | undefined): { rayToken?: pulumi.Output<string>; apiKey?: pulumi.Output<string> } {
+    const rayToken =
+        config.executor === "ray" ? new FleetSecret("ray-token", { purpose: "ray-token", rotation: config.security.rayTokenRotation }).value : undefined;
+    if (config.vllm.apiKey === "none") {
+        pulumi.log.warn(
+            `vllm.apiKey is none: the API on port ${config.vllm.port} answers anyone who can reach it; without vllm.apiKey the stack makes a key (the output apiKey)`,
+        );
+        return { rayToken };
+    }
+    return { rayToken, apiKey: apiKey ?? new FleetSecret("vllm-api-key", { purpose: "vllm-api-key" }).value };
 }
 
 /** The value of a known Output (config values always are), for the program-time read. */
@@ -207,6 +244,8 @@ export interface FleetOutputs {
     readonly completion: pulumi.Output<string>;
     /** Per node, the transport NCCL chose over the fabric (`IB`: RoCE, `Socket`: TCP). */
     readonly fabricTransport: pulumi.Output<Record<string, string>>;
+    /** The API key clients send (`Authorization: Bearer`), a secret; "" with vllm.apiKey none. */
+    readonly apiKey: pulumi.Output<string>;
     readonly tensorParallel: number;
     readonly pipelineParallel: number;
 }
@@ -216,17 +255,13 @@ export interface FleetOutputs {
  * `pulumi preview` with a message naming each bad key, and nothing runs on any host.
  */
 export async function fleetProgram(observe: Observer = observeOverSsh): Promise<FleetOutputs> {
-    const { config, privateKey, privateKeyPath, apiKey } = readStackConfig();
+    const { config, privateKey, privateKeyPath, apiKey, hfToken } = readStackConfig();
     const stack = pulumi.getStack();
 
     // Every node as it is now, read before anything is registered (read-only, in parallel).
-    const observations = await observe(config, {
-        privateKey: await plainValue(privateKey),
-        privateKeyPath,
-        apiKey: apiKey ? await plainValue(apiKey) : "",
-        stack,
-    });
+    const observations = await observe(config, { privateKey: await plainValue(privateKey), privateKeyPath, stack });
     const reconciliation = reconcile(config, observations, newRevision);
+    const secrets = stackSecrets(config, apiKey);
     for (const finding of reconciliation.findings) {
         pulumi.log.warn(finding);
     }
@@ -261,16 +296,22 @@ export async function fleetProgram(observe: Observer = observeOverSsh): Promise<
             }),
         );
     }
-    const synced = config.model.sync === "rsync" ? syncWeights(config, nodes, privateKey, undefined) : undefined;
-    const planned = planFleet(config, nodes, synced);
+    // model.source hub: the download on the first node comes first; the sync and preflight see the
+    // first node's directory as the download left it.
+    const download = config.model.hub ? hubDownload(config, nodes[0], hfToken, { parent: nodes[0] }) : undefined;
+    const modelNodes = download ? [withModel(nodes[0], download.model), ...nodes.slice(1)] : nodes;
+    const synced = config.model.sync === "rsync" ? syncWeights(config, modelNodes, privateKey, undefined) : undefined;
+    const planned = planFleet(config, modelNodes, synced);
     // The arguments of `vllm` on the first node, checked by the image's own vLLM before anything starts.
-    const argv = planned.apply((list) => (config.executor === "ray" ? vllmServeArgs(config) : [...mpRankSpec(config, stack, list, 0, "").command]));
+    const argv = planned.apply((list) => (config.executor === "ray" ? vllmServeArgs(config, apiBindAddress(config, list[0])) : [...mpRankSpec(config, stack, list, 0, "").command]));
     const argsChecked = serveArgsCheck(`${VLLM_SERVICE_NAME}-args-check`, config, nodes[0], argv, { parent: nodes[0] });
+    // Ray and vLLM start behind the rules of security.firewall, when asked for.
+    const firewalls = nodeFirewalls(config, stack, nodes, firewallRevisions(observations, newRevision));
     const ray =
         config.executor === "ray"
-            ? new RayCluster(RAY_CLUSTER_NAME, { config, stack, nodes, planned, revisions: reconciliation.revisions, after: [argsChecked] })
+            ? new RayCluster(RAY_CLUSTER_NAME, { config, stack, nodes, planned, revisions: reconciliation.revisions, rayToken: secrets.rayToken!, after: [argsChecked, ...firewalls] })
             : undefined;
-    const vllm = new VllmService(VLLM_SERVICE_NAME, { config, stack, nodes, planned, ray, apiKey, reconciliation, after: [argsChecked] });
+    const vllm = new VllmService(VLLM_SERVICE_NAME, { config, stack, nodes, planned, ray, apiKey: secrets.apiKey, reconciliation, after: [argsChecked, ...firewalls] });
 
     return {
         endpoint: vllm.endpoint,
@@ -281,6 +322,7 @@ export async function fleetProgram(observe: Observer = observeOverSsh): Promise<
         rayStatus: ray ? ray.status : pulumi.output(""),
         completion: vllm.completion,
         fabricTransport: vllm.fabricTransport,
+        apiKey: pulumi.secret(secrets.apiKey ?? ""),
         tensorParallel: config.parallelism.tensor,
         pipelineParallel: config.parallelism.pipeline,
     };

@@ -30,9 +30,11 @@ async function up(): Promise<void> {
     const result = await stack.up({ onOutput: (text) => process.stdout.write(text) });
     const endpoint = result.outputs.endpoint.value as string;
     const model = result.outputs.model.value as string;
+    // The key the stack made (a secret output): the API refuses a request without it.
+    const apiKey = (result.outputs.apiKey?.value as string | undefined) ?? "";
     const response = await fetch(`${endpoint}/completions`, {
         method: "POST",
-        headers: { "Content-Type": "application/json" },
+        headers: { "Content-Type": "application/json", ...(apiKey ? { Authorization: `Bearer ${apiKey}` } : {}) },
         body: JSON.stringify({ model, prompt: "Which nodes answered?", max_tokens: 16 }),
     });
     const body = (await response.json()) as { choices: { text: string }[] };
@@ -45,7 +47,8 @@ async function up(): Promise<void> {
     // What `npm run status -- --stack sim` prints (read-only).
     const status = await stackStatus(stack.workspace, "sim");
     console.log(`status:\n${status.text.replace(/^/gm, "  ")}`);
-    console.log(`try it:     curl -s ${endpoint}/completions -H 'Content-Type: application/json' -d '{"model":"${model}","prompt":"hi","max_tokens":8}'`);
+    console.log("try it:     source test/toolchain/env.sh; KEY=$(pulumi stack output apiKey --show-secrets --stack sim)");
+    console.log(`            curl -s ${endpoint}/completions -H "Authorization: Bearer $KEY" -H 'Content-Type: application/json' -d '{"model":"${model}","prompt":"hi","max_tokens":8}'`);
     console.log("tear down:  npm run demo -- down");
 }
 

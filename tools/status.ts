@@ -19,11 +19,7 @@ export async function stackStatus(workspace: Workspace, stackName: string): Prom
     const config = parseFleetConfig(raw);
     const secret = values[`${CONFIG_NAMESPACE}:sshPrivateKey`]?.value;
     const { privateKey, privateKeyPath } = resolvePrivateKeyText(config, secret, root);
-    const observations = await observeOverSsh(
-        config,
-        { privateKey, privateKeyPath, apiKey: values[`${CONFIG_NAMESPACE}:vllmApiKey`]?.value ?? "", stack: stackName },
-        { rayNodes: true },
-    );
+    const observations = await observeOverSsh(config, { privateKey, privateKeyPath, stack: stackName }, { rayNodes: true });
     return statusReport(config, observations);
 }
 

@@ -5,8 +5,12 @@
 # Inputs: STACK (the stack whose containers to list), SERVING_CONTAINER (the serving container of
 #         this node), SERVE_IN_CONTAINER (yes: `vllm serve` runs inside SERVING_CONTAINER, the ray
 #         executor's head; else no), ENDPOINT (yes on the node that serves the API), PORT,
-#         SERVED_NAME, API_KEY (may be empty), WATCHDOG_CONTAINER, RAY_NODES (yes: also list the
-#         Ray nodes alive, by asking the head; only `npm run status` does, it costs a Ray driver).
+#         SERVED_NAME, WATCHDOG_CONTAINER, RAY_NODES (yes: also list the Ray nodes alive, by asking
+#         the head; only `npm run status` does, it costs a Ray driver), FIREWALL_MARKER (the file
+#         security.firewall's rules leave; empty: no firewall).
+# The completion is asked where the running `vllm serve` listens (its --host) with the key it has
+# (its VLLM_API_KEY), both read from /proc inside the container: the read needs no secret, and it
+# tells whether what runs answers.
 set -euo pipefail
 
 section() { printf '### %s\n' "$1"; }
@@ -34,15 +38,35 @@ fi
 if [ "$ENDPOINT" = yes ]; then
   section endpoint
   if running "$SERVING_CONTAINER"; then
-    # From inside the container, as the readiness gate asks: the key travels on stdin, not argv.
-    printf '%s' "$API_KEY" | docker exec -i "$SERVING_CONTAINER" python3 -c '
-import json, sys, urllib.request, urllib.error
+    # From inside the container, as the readiness gate asks.
+    docker exec "$SERVING_CONTAINER" python3 -c '
+import json, subprocess, sys, urllib.request, urllib.error
 port, model = sys.argv[1], sys.argv[2]
-key = sys.stdin.read()
+
+def server():
+    """The API key (VLLM_API_KEY) and the address (--host) of the oldest `vllm serve` here."""
+    found = subprocess.run(["pgrep", "-o", "-f", "vllm" + " serve"], capture_output=True, text=True).stdout.split()
+    key, host = "", "127.0.0.1"
+    if not found:
+        return key, host
+    try:
+        with open("/proc/%s/environ" % found[0], "rb") as f:
+            for entry in f.read().split(b"\0"):
+                if entry.startswith(b"VLLM_API_KEY="):
+                    key = entry[len(b"VLLM_API_KEY="):].decode()
+        with open("/proc/%s/cmdline" % found[0], "rb") as f:
+            argv = f.read().decode().split("\0")
+        if "--host" in argv[:-1] and argv[argv.index("--host") + 1] not in ("", "0.0.0.0"):
+            host = argv[argv.index("--host") + 1]
+    except OSError:
+        pass
+    return key, host
+
+key, host = server()
 headers = {"Content-Type": "application/json"}
 if key:
     headers["Authorization"] = "Bearer " + key
-base = "http://127.0.0.1:%s" % port
+base = "http://%s:%s" % (host, port)
 try:
     with urllib.request.urlopen(base + "/health", timeout=5) as r:
         print("health", r.status)
@@ -75,6 +99,12 @@ for n in ray.nodes():
     if n["Alive"]:
         print(n["NodeManagerAddress"], int(n["Resources"].get("GPU", 0)))
 ' 2>/dev/null || echo "unreachable"
+fi
+
+if [ -n "$FIREWALL_MARKER" ]; then
+  # The revision the rules of security.firewall left (nothing: no rules, e.g. after a reboot).
+  section firewall
+  cat "$FIREWALL_MARKER" 2>/dev/null || true
 fi
 
 if [ -n "$WATCHDOG_CONTAINER" ] && running "$WATCHDOG_CONTAINER"; then

@@ -2,7 +2,8 @@
 # Waits until vLLM really serves: /v1/models lists the model and one completion answers. A log line
 # is not readiness (a server can hang after "Application startup complete"). On a crash or a
 # timeout, fails with the tail of the server log. Prints `completion <json>` on success.
-# Inputs: CONTAINER (where `vllm serve` runs), PORT, SERVED_NAME, TIMEOUT (seconds), API_KEY (may be
+# Inputs: CONTAINER (where `vllm serve` runs), HOST (where its API answers inside the container:
+#         127.0.0.1, or the fabric address it alone listens on), PORT, SERVED_NAME, TIMEOUT (seconds), API_KEY (may be
 #         empty), LOG_FILE (a log file inside the container; empty: the container's own log).
 set -euo pipefail
 
@@ -17,13 +18,13 @@ server_log() {
 # The key by name only: docker takes its value from this environment, no command line shows it.
 export VLLM_API_KEY="$API_KEY"
 probe() {
-  docker exec -i --env VLLM_API_KEY "$CONTAINER" python3 - "$PORT" "$SERVED_NAME" "$1" <<'PY'
+  docker exec -i --env VLLM_API_KEY "$CONTAINER" python3 - "$HOST" "$PORT" "$SERVED_NAME" "$1" <<'PY'
 import json, os, sys, urllib.request
-port, model, what = sys.argv[1], sys.argv[2], sys.argv[3]
+host, port, model, what = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
 headers = {"Content-Type": "application/json"}
 if os.environ.get("VLLM_API_KEY"):
     headers["Authorization"] = "Bearer " + os.environ["VLLM_API_KEY"]
-base = f"http://127.0.0.1:{port}/v1"
+base = f"http://{host}:{port}/v1"
 if what == "models":
     with urllib.request.urlopen(urllib.request.Request(base + "/models", headers=headers), timeout=5) as r:
         ids = [m["id"] for m in json.load(r)["data"]]

@@ -1,7 +1,7 @@
 """vllm-fleet watchdog: keeps the endpoint serving.
 
 Runs as the container `vllm-fleet-watchdog` on the first node (host network, the Docker socket
-mounted), probes vLLM on 127.0.0.1 and, when the server stopped serving, brings it back:
+mounted), probes vLLM where it listens (WATCHDOG_HOST) and, when the server stopped serving, brings it back:
 
 - executor `ray`: `vllm serve` runs in the Ray head container as a process started with
   `docker exec`. When that process is gone (seen absent on two probes in a row) the watchdog starts
@@ -34,7 +34,9 @@ Configuration (environment; durations in seconds, fractions allowed):
   WATCHDOG_CONTAINER      the serving container on this node: the Ray head container
                           (`vllm-fleet-ray`, executor ray) or rank 0's container (`vllm-fleet-vllm`,
                           executor mp) (required)
-  WATCHDOG_PORT           vLLM's port on 127.0.0.1 (required)
+  WATCHDOG_HOST           the address vLLM's API answers on (default 127.0.0.1; the fabric
+                          address when it listens there only)
+  WATCHDOG_PORT           vLLM's port (required)
   WATCHDOG_MODEL          the served model name sent as `model` (required)
   VLLM_API_KEY            vLLM's API key, sent as `Authorization: Bearer`; empty or unset: none
   WATCHDOG_SERVE_ARGS     executor ray (required there): JSON list of the arguments of `vllm`,
@@ -148,6 +150,7 @@ class Config:
         if not port.isdigit() or not 0 < int(port) < 65536:
             raise ConfigError(f"WATCHDOG_PORT={port!r}: expected a TCP port")
         self.port = int(port)
+        self.host = env_str("WATCHDOG_HOST", "127.0.0.1")
         self.model = env_str("WATCHDOG_MODEL")
         self.api_key = os.environ.get("VLLM_API_KEY", "")
         self.serve_args = []
@@ -345,9 +348,9 @@ class Probe:
         self.engine_dead = engine_dead
 
 
-def http_call(port, method, path, body, headers, timeout):
+def http_call(host, port, method, path, body, headers, timeout):
     """(status, body bytes) or raises OSError / HTTPException."""
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    conn = http.client.HTTPConnection(host, port, timeout=timeout)
     try:
         conn.request(method, path, body=body, headers=headers)
         response = conn.getresponse()
@@ -362,14 +365,14 @@ def probe_vllm(config):
         headers["Authorization"] = "Bearer " + config.api_key
     # /health first: a 503 there is vLLM saying its engine died.
     try:
-        status, data = http_call(config.port, "GET", "/health", None, headers, min(10.0, config.probe_timeout))
+        status, data = http_call(config.host, config.port, "GET", "/health", None, headers, min(10.0, config.probe_timeout))
         if status == 503:
             return Probe(False, "/health answered 503: engine dead", engine_dead=True)
     except (OSError, http.client.HTTPException):
         pass  # not an answer either way; the completion decides
     body = json.dumps({"model": config.model, "prompt": "Say hello.", "max_tokens": 4, "temperature": 0}).encode()
     try:
-        status, data = http_call(config.port, "POST", "/v1/completions", body, headers, config.probe_timeout)
+        status, data = http_call(config.host, config.port, "POST", "/v1/completions", body, headers, config.probe_timeout)
     except socket.timeout:
         return Probe(False, f"no answer within {duration(config.probe_timeout)}")
     except (OSError, http.client.HTTPException) as err:

@@ -12,12 +12,19 @@
  * each node, once (sshd's log: one session per node), a vLLM-only change leaves every Ray container as it
  * was (id and start time).
  *
+ * Before the rounds, on the smallest cluster, the copies over the fabric between its first two nodes
+ * (measureFabric): raw TCP, `docker save` alone, the image copy and the weight sync with the
+ * product's scripts, as ratios to raw TCP, and the image bytes that crossed this machine
+ * (`--fabric-only`: only that part).
+ *
  * Writes DIR (default bench-report/): report.json, report.md, timeline-<N>nodes{,-parallel1,-noop,
  * -vllm-change}.svg (the median run of each), timeline-<N>nodes{,-parallel1}-run<k>.svg (every cold
  * up), and for each median run events-*.jsonl + export-*.json (input of `npm run timeline`).
  * Simulated clusters are named bench<N> and removed at the end, also on failure or Ctrl-C.
  */
-import { execFileSync } from "child_process";
+import { execFile, execFileSync, spawn } from "child_process";
+import * as crypto from "crypto";
+import { promisify } from "util";
 import * as fs from "fs";
 import * as os from "os";
 import * as path from "path";
@@ -26,6 +33,11 @@ import { openStack, REPO_ROOT } from "../../infra/automation";
 import { RAY_CONTAINER } from "../../infra/plan";
 import { EngineEventLike, Timeline, buildTimeline, formatTimelineSummary, longestChain, renderTimelineSvg, resourceGraphFromExport } from "../../infra/timeline";
 import { SimCluster, onNode, putTinyModel, simDown, simStackConfig, simUp, tempWorkspace } from "../e2e/simCluster";
+import { programsOnStdin, readScript, runFromStdin, scriptProgram } from "../../components/shell";
+import { IMAGE_COPY_PORT } from "../../components/sparkNode";
+import { RSYNC_PORT, WEIGHT_STREAMS } from "../../components/weightSync";
+import { FabricThroughput, fabricTargets, renderFabric } from "./report";
+import { LoadtestReport, formatLoadtestTable, runLoadtest, writeLoadtestOutputs } from "../../tools/loadtest";
 import { Check, CpuUse, OPERATION_LABELS, Operation, Sample, TargetResult, UpTimeline, evaluateTargets, median, mediansByNodes, renderMarkdown } from "./report";
 
 const MODEL_DIR = "/home/spark/models/tiny-moe";
@@ -39,6 +51,8 @@ export interface BenchOptions {
     readonly runs: number;
     readonly nodeCounts: readonly number[];
     readonly outDir: string;
+    /** Only the copies over the fabric (raw TCP, image copy, weight sync) on a 2-node cluster. */
+    readonly fabricOnly?: boolean;
 }
 
 /** Parses `--runs K`, `--nodes 2,4` and `--out DIR`. */
@@ -46,6 +60,7 @@ export function parseBenchArgs(argv: readonly string[]): BenchOptions {
     let runs = 3;
     let nodeCounts = [2, 4];
     let outDir = path.join(REPO_ROOT, "bench-report");
+    let fabricOnly = false;
     for (let index = 0; index < argv.length; index++) {
         const flag = argv[index];
         const value = argv[index + 1];
@@ -55,12 +70,14 @@ export function parseBenchArgs(argv: readonly string[]): BenchOptions {
         } else if (flag === "--nodes" && value !== undefined) {
             nodeCounts = value.split(",").map(Number);
             index++;
+        } else if (flag === "--fabric-only") {
+            fabricOnly = true;
         } else if (flag === "--out" && value !== undefined) {
             // npm runs scripts in the package directory; INIT_CWD is where the command was typed.
             outDir = path.resolve(process.env.INIT_CWD ?? process.cwd(), value);
             index++;
         } else {
-            throw new Error(`unknown argument ${flag}; usage: bench [--runs K] [--nodes 2,4] [--out DIR]`);
+            throw new Error(`unknown argument ${flag}; usage: bench [--runs K] [--nodes 2,4] [--out DIR] [--fabric-only]`);
         }
     }
     if (!Number.isInteger(runs) || runs < 1) {
@@ -69,7 +86,10 @@ export function parseBenchArgs(argv: readonly string[]): BenchOptions {
     if (nodeCounts.length === 0 || nodeCounts.some((count) => !Number.isInteger(count) || count < 1 || count > 8)) {
         throw new Error(`--nodes must list node counts 1..8, not ${nodeCounts.join(",")}`);
     }
-    return { runs, nodeCounts: [...new Set(nodeCounts)].sort((a, b) => a - b), outDir };
+    if (fabricOnly) {
+        nodeCounts = [2];
+    }
+    return { runs, nodeCounts: [...new Set(nodeCounts)].sort((a, b) => a - b), outDir, fabricOnly };
 }
 
 const log = (message: string) => console.error(`[bench ${new Date().toISOString().slice(11, 19)}] ${message}`);
@@ -124,6 +144,139 @@ function sshRoundTripSeconds(cluster: SimCluster): number {
         times.push(Number(process.hrtime.bigint() - start) / 1e9);
     }
     return median(times);
+}
+
+/** Plain TCP over the fabric: one python3 socket stream of zeros, 1 MiB writes, timed by the receiver. */
+const RAW_TCP = `
+import socket, sys, time
+mode, ip, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
+chunk = memoryview(bytearray(1 << 20))
+if mode == "receive":
+    server = socket.socket(); server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); server.bind((ip, port)); server.listen(1)
+    print("listening", flush=True)
+    conn, _ = server.accept(); total = 0; start = time.monotonic()
+    while True:
+        count = conn.recv_into(chunk)
+        if not count: break
+        total += count
+    print(total, time.monotonic() - start)
+else:
+    total = int(sys.argv[4]); conn = socket.create_connection((ip, port)); sent = 0
+    while sent < total:
+        conn.sendall(chunk); sent += len(chunk)
+    conn.shutdown(socket.SHUT_WR); conn.recv(1)
+`;
+
+const execAsync = promisify(execFile);
+
+async function inNode(name: string, command: string): Promise<string> {
+    return (await execAsync("docker", ["exec", name, "bash", "-c", command], { encoding: "utf8", maxBuffer: 16 * 1024 * 1024, timeout: 600_000 })).stdout;
+}
+
+/** A program run on a node as the builtin runner runs it (ssh, the programs on stdin), counting the bytes through this machine. */
+function overSsh(cluster: SimCluster, index: number, program: string): Promise<{ code: number | null; stdout: string; stderr: string; bytes: number }> {
+    const node = cluster.nodes[index];
+    return new Promise((resolve) => {
+        const input = programsOnStdin({ create: program });
+        const child = spawn("ssh", [
+            "-i", cluster.sshPrivateKeyPath, "-p", String(node.sshPort),
+            "-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes", "-o", "StrictHostKeyChecking=no",
+            "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR",
+            `${cluster.sshUser}@${node.sshHost}`, "--", runFromStdin("create"),
+        ]);
+        let stdout = "";
+        let stderr = "";
+        let bytes = Buffer.byteLength(input);
+        child.stdout.on("data", (chunk: Buffer) => {
+            bytes += chunk.length;
+            stdout += chunk.toString();
+        });
+        child.stderr.on("data", (chunk: Buffer) => {
+            bytes += chunk.length;
+            stderr += chunk.toString();
+        });
+        child.stdin.end(input);
+        child.on("close", (code) => resolve({ code, stdout, stderr, bytes }));
+    });
+}
+
+function txBytes(node: string, iface: string): number {
+    return Number(execFileSync("docker", ["exec", node, "cat", `/sys/class/net/${iface}/statistics/tx_bytes`], { encoding: "utf8" }).trim());
+}
+
+/**
+ * The copies over the fabric between the first two nodes: raw TCP (the limit), `docker save` alone,
+ * the image copy and the weight sync with the product's own scripts, started over SSH as the
+ * builtin runner starts them; and the bytes of the image copy that crossed this machine.
+ */
+async function measureFabric(cluster: SimCluster): Promise<FabricThroughput> {
+    const [source, target] = cluster.nodes;
+    const image = cluster.workloadImage;
+    log("fabric: raw TCP between the fabric addresses");
+    await inNode(source.name, `cat > /tmp/raw-tcp.py <<'PY'\n${RAW_TCP}\nPY`);
+    await inNode(target.name, `cat > /tmp/raw-tcp.py <<'PY'\n${RAW_TCP}\nPY`);
+    const raws: { bytes: number; seconds: number }[] = [];
+    for (let attempt = 0; attempt < 3; attempt++) {
+        const receiving = inNode(target.name, `python3 /tmp/raw-tcp.py receive ${target.fabricIp} 28799`);
+        await new Promise((resolve) => setTimeout(resolve, 500));
+        await inNode(source.name, `python3 /tmp/raw-tcp.py send ${target.fabricIp} 28799 ${2 * 1024 ** 3}`);
+        const [bytes, seconds] = (await receiving).trim().split("\n").pop()!.split(" ").map(Number);
+        raws.push({ bytes, seconds });
+    }
+    const raw = raws.sort((a, b) => a.bytes / a.seconds - b.bytes / b.seconds)[1];
+
+    log("fabric: docker save alone");
+    const [saveBytes, saveMillis] = (await inNode(source.name, `s=$(date +%s%N); n=$(docker save ${image} | wc -c); echo $n $((($(date +%s%N) - s) / 1000000))`))
+        .trim()
+        .split(" ")
+        .map(Number);
+
+    log("fabric: image copy node to node");
+    await inNode(target.name, `docker image rm ${image} >/dev/null`);
+    const wantId = execFileSync("docker", ["exec", source.name, "docker", "image", "inspect", "--format", "{{.Id}}", image], { encoding: "utf8" }).trim();
+    const secret = crypto.randomBytes(16).toString("hex");
+    const common = { IMAGE: image, WANT_ID: wantId, PORT: IMAGE_COPY_PORT, SECRET: secret, FABRIC_STREAM: readScript("fabric-stream.py") };
+    const mgmtIface = (cluster as unknown as { mgmtIface: string }).mgmtIface;
+    const before = { mgmt: txBytes(source.name, mgmtIface), fabric: txBytes(source.name, source.fabricIface) };
+    const start = Date.now();
+    const [received, sent] = await Promise.all([
+        overSsh(cluster, 1, scriptProgram("image-receive", { ...common, BIND_IP: target.fabricIp, SENDER_IP: source.fabricIp })),
+        overSsh(cluster, 0, scriptProgram("image-send", { ...common, TARGET_IP: target.fabricIp })),
+    ]);
+    const imageSeconds = (Date.now() - start) / 1000;
+    const after = { mgmt: txBytes(source.name, mgmtIface), fabric: txBytes(source.name, source.fabricIface) };
+    if (received.code !== 0 || sent.code !== 0) {
+        throw new Error(`image copy failed: receiver ${received.code} ${received.stderr}; sender ${sent.code} ${sent.stderr}`);
+    }
+    const copied = /image-copied \S+ \S+ bytes=(\d+)/.exec(received.stdout);
+    log(`fabric: ${received.stdout.trim().split("\n").pop()}`);
+
+    log("fabric: weight sync (8 files of 128 MiB, new on the target)");
+    const dir = "/home/spark/models/bench-weights";
+    await inNode(source.name, `mkdir -p ${dir} && for i in 1 2 3 4 5 6 7 8; do head -c 134217728 /dev/urandom > ${dir}/w-$i.safetensors; done && chown -R spark ${dir}`);
+    await inNode(target.name, `rm -rf ${dir} && mkdir -p ${dir} && chown spark ${dir}`);
+    const weightsVars = { MODEL_PATH: dir, PORT: RSYNC_PORT, SECRET: secret };
+    const receive = await overSsh(cluster, 1, scriptProgram("weights-receive", { ...weightsVars, BIND_IP: target.fabricIp, SENDER_IP: source.fabricIp }));
+    const send = await overSsh(cluster, 0, scriptProgram("weights-send", { ...weightsVars, TARGET_IP: target.fabricIp, STREAMS: WEIGHT_STREAMS }));
+    await overSsh(cluster, 1, scriptProgram(["model-list", "weights-close"], { MODEL_PATH: dir, PORT: RSYNC_PORT }));
+    await inNode(source.name, `rm -rf ${dir}`);
+    await inNode(target.name, `rm -rf ${dir}`);
+    const synced = /weights-synced to \S+ millis=(\d+) streams=(\d+) bytes=(\d+)/.exec(send.stdout);
+    if (receive.code !== 0 || send.code !== 0 || !synced) {
+        throw new Error(`weight sync failed: ${receive.stderr} ${send.stderr}`);
+    }
+    const fabric: FabricThroughput = {
+        raw,
+        save: { bytes: saveBytes, seconds: saveMillis / 1000 },
+        image: { bytes: Number(copied?.[1] ?? saveBytes), seconds: imageSeconds },
+        weights: { bytes: Number(synced[3]), seconds: Number(synced[1]) / 1000, streams: Number(synced[2]) },
+        operatorBytes: received.bytes + sent.bytes,
+        sourceInterfaceBytes: { mgmt: after.mgmt - before.mgmt, fabric: after.fabric - before.fabric },
+    };
+    for (const result of fabricTargets(fabric)) {
+        log(`fabric: ${result.target}: ${result.value?.toFixed(3)} (${result.passed ? "pass" : "FAIL"}; ${result.detail})`);
+    }
+    return fabric;
 }
 
 /** The events of one engine operation, each with the time it arrived (finer than the events' whole seconds). */
@@ -288,6 +441,9 @@ interface Measurements {
     readonly checks: Check[];
     readonly ups: RecordedUp[];
     readonly sshRoundTripSeconds: Record<number, number>;
+    fabric?: FabricThroughput;
+    /** `npm run loadtest` against the endpoint after the first cold up, by node count. */
+    readonly loadtests: Record<number, LoadtestReport>;
 }
 
 function onlySame(changes: Record<string, number> | undefined): boolean {
@@ -331,6 +487,27 @@ async function recordedUp(deployment: Deployment, run: number, operation: UpOper
 
 async function coldUp(deployment: Deployment, run: number, operation: "coldUp" | "coldUpParallel1", measurements: Measurements): Promise<void> {
     const { up } = await recordedUp(deployment, run, operation, measurements);
+    if (operation === "coldUp" && measurements.loadtests[deployment.nodes] === undefined) {
+        // The serving benchmark users run (tools/loadtest.ts), at concurrency 1 and 4, with the key the stack made.
+        const report = await runLoadtest({
+            endpoint: String(up.outputs.endpoint.value),
+            apiKey: String(up.outputs.apiKey?.value ?? ""),
+            apiKeySource: "the stack output apiKey",
+            concurrency: 4,
+            requests: 8,
+            maxTokens: 16,
+        });
+        measurements.loadtests[deployment.nodes] = report;
+        const failed = report.levels.reduce((sum, level) => sum + level.summary.errors, 0);
+        measurements.checks.push({
+            nodes: deployment.nodes,
+            run,
+            name: "the load test's streamed requests all succeed",
+            passed: failed === 0,
+            detail: `${report.levels.map((level) => `concurrency ${level.summary.concurrency}: ${level.summary.requests - level.summary.errors}/${level.summary.requests}`).join(", ")}`,
+        });
+        log(`${deployment.nodes} nodes run ${run}: load test (the vLLM stand-in's numbers)\n${formatLoadtestTable(report)}`);
+    }
     const completion = String(up.outputs.completion?.value ?? "");
     const missing = deployment.cluster.nodes.filter((node) => !completion.includes(node.fabricIp)).map((node) => node.fabricIp);
     measurements.checks.push({
@@ -531,6 +708,7 @@ function writeReport(options: BenchOptions, measurements: Measurements, startedA
         outsideShares,
         sshRoundTripSeconds: measurements.sshRoundTripSeconds,
         targets,
+        fabric: measurements.fabric && { ...measurements.fabric, targets: fabricTargets(measurements.fabric) },
         samples: measurements.samples,
         checks: measurements.checks,
         timelines,
@@ -554,7 +732,7 @@ function writeReport(options: BenchOptions, measurements: Measurements, startedA
         })),
     };
     fs.writeFileSync(path.join(options.outDir, "report.json"), JSON.stringify(report, null, 2) + "\n");
-    const markdown = renderMarkdown({
+    const markdown0 = renderMarkdown({
         runs: options.runs,
         nodeCounts: options.nodeCounts,
         samples: measurements.samples,
@@ -564,6 +742,21 @@ function writeReport(options: BenchOptions, measurements: Measurements, startedA
         sshRoundTripSeconds: measurements.sshRoundTripSeconds,
         environment,
     });
+    const withFabric = measurements.fabric ? `${markdown0.trimEnd()}\n\n${renderFabric(measurements.fabric).join("\n")}` : markdown0;
+    const loadtests = Object.entries(measurements.loadtests).map(([nodes, loadtest]) => {
+        const files = writeLoadtestOutputs(loadtest, options.outDir, { title: `npm run loadtest after a cold up, ${nodes} nodes (the vLLM stand-in's numbers)` }, `loadtest-${nodes}nodes`);
+        const svg = path.basename(files.svg);
+        return [
+            `### Serving after a cold up, ${nodes} nodes (\`npm run loadtest\`; the vLLM stand-in's numbers, not vLLM's)`,
+            "",
+            "```",
+            formatLoadtestTable(loadtest).trimEnd(),
+            "```",
+            "",
+            `![load test, ${nodes} nodes](${svg})`,
+        ].join("\n");
+    });
+    const markdown = loadtests.length > 0 ? `${withFabric.trimEnd()}\n\n## The endpoint's own speed\n\n${loadtests.join("\n\n")}\n` : withFabric;
     fs.writeFileSync(path.join(options.outDir, "report.md"), markdown);
     return targets;
 }
@@ -598,7 +791,7 @@ async function main(): Promise<void> {
         });
     }
 
-    const measurements: Measurements = { samples: [], checks: [], ups: [], sshRoundTripSeconds: {} };
+    const measurements: Measurements = { samples: [], checks: [], ups: [], sshRoundTripSeconds: {}, loadtests: {} };
     let failure: Error | undefined;
     let pulumiVersion = "?";
     try {
@@ -609,8 +802,9 @@ async function main(): Promise<void> {
             measurements.sshRoundTripSeconds[nodes] = sshRoundTripSeconds(deployment.cluster);
             pulumiVersion = deployment.stack.workspace.pulumiVersion;
         }
+        measurements.fabric = await measureFabric(deployments[0].cluster);
         const largest = deployments[deployments.length - 1];
-        for (let run = 1; run <= options.runs; run++) {
+        for (let run = 1; run <= (options.fabricOnly ? 0 : options.runs); run++) {
             for (const deployment of deployments) {
                 await round(deployment, run, measurements);
             }

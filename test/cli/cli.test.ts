@@ -114,9 +114,9 @@ describe.skipIf(missing !== undefined).each([
     }
 
     /** What every rank reports in a completion: its fabric address, and the text names them all. */
-    async function expectServedByFabric(endpoint: string): Promise<void> {
+    async function expectServedByFabric(endpoint: string, apiKey: string): Promise<void> {
         const fabricIps = cluster.nodes.map((node) => node.fabricIp).sort();
-        const body = await complete(endpoint, "tiny-moe");
+        const body = await complete(endpoint, "tiny-moe", apiKey);
         expect(body.vllm_fleet_ranks.map((rank) => rank.ip).sort()).toEqual(fabricIps);
         for (const ip of fabricIps) {
             expect(body.choices[0].text).toContain(ip);
@@ -185,7 +185,7 @@ describe.skipIf(missing !== undefined).each([
         expect(up.summary.result).toBe("succeeded");
         expect(up.outputs.endpoint.value).toBe(`http://${cluster.nodes[0].sshHost}:8000/v1`);
         expect(Object.values(up.outputs.fabricIps.value).sort()).toEqual(cluster.nodes.map((node) => node.fabricIp).sort());
-        await expectServedByFabric(up.outputs.endpoint.value);
+        await expectServedByFabric(up.outputs.endpoint.value, up.outputs.apiKey.value);
 
         // The users' resources: remote.Command and Docker containers (a serving one per node), none
         // of the builtin runner's.
@@ -242,9 +242,9 @@ describe.skipIf(missing !== undefined).each([
             expect(named("replace")).toEqual(expect.arrayContaining(serving));
             after.forEach((id, index) => expect(id).not.toBe(before[index]));
         }
-        const models = (await (await fetch(`${up.outputs.endpoint.value}/models`)).json()) as { data: { id: string; max_model_len: number }[] };
+        const models = (await (await fetch(`${up.outputs.endpoint.value}/models`, { headers: { Authorization: `Bearer ${up.outputs.apiKey.value}` } })).json()) as { data: { id: string; max_model_len: number }[] };
         expect(models.data[0]).toMatchObject({ id: "tiny-moe", max_model_len: 2048 });
-        await expectServedByFabric(up.outputs.endpoint.value);
+        await expectServedByFabric(up.outputs.endpoint.value, up.outputs.apiKey.value);
     });
 
     it("sees a killed serving container on node 2 in `pulumi refresh` (the Docker provider's read)", async () => {
@@ -272,7 +272,7 @@ describe.skipIf(missing !== undefined).each([
         const after = servingIds();
         expect(after[1]).not.toBe(before[1]);
         expect(onNode(cluster.nodes[1], `docker inspect --format '{{.State.Running}}' ${container}`).trim()).toBe("true");
-        await expectServedByFabric(up.outputs.endpoint.value);
+        await expectServedByFabric(up.outputs.endpoint.value, up.outputs.apiKey.value);
     });
 
     it("destroys everything: no container of the stack left on any node", async () => {

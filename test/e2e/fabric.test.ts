@@ -48,7 +48,7 @@ describe("three nodes whose fabric interfaces have different names (ray executor
         expect(cluster.nodes.map((node) => node.fabricIface)).toEqual(ifaces);
         const up = await stack.up();
         expect(up.summary.result).toBe("succeeded");
-        const body = await complete(up.outputs.endpoint.value, "tiny-moe");
+        const body = await complete(up.outputs.endpoint.value, "tiny-moe", up.outputs.apiKey.value);
         expect(body.vllm_fleet_ranks.map((rank) => rank.ip).sort()).toEqual(cluster.nodes.map((node) => node.fabricIp).sort());
         expect(up.outputs.fabricTransport.value).toEqual({ spark1: "IB", spark2: "IB", spark3: "IB" });
         for (const node of cluster.nodes) {
@@ -117,7 +117,7 @@ describe("a node without RDMA device nodes, and serve arguments the image's vLLM
         expect(up.summary.result).toBe("succeeded");
         expect(up.outputs.fabricTransport.value).toEqual({ spark1: "IB", spark2: "Socket" });
         expect(up.stdout).toMatch(/node spark2: NCCL uses TCP sockets \(NET\/Socket\) over the fabric/);
-        await complete(up.outputs.endpoint.value, "tiny-moe");
+        await complete(up.outputs.endpoint.value, "tiny-moe", up.outputs.apiKey.value);
         await stack.destroy();
     });
 

@@ -27,12 +27,18 @@ interface Row {
 }
 const table: Row[] = [];
 
+/** The endpoint and the API key the stack made. */
+interface Api {
+    endpoint: string;
+    key: string;
+}
+
 /** Seconds until a completion names every fabric address again, polling; fails after `limit`. */
-async function servingAgain(cluster: SimCluster, endpoint: string, since: number, limit = SELF_HEAL_SECONDS): Promise<number> {
+async function servingAgain(cluster: SimCluster, api: Api, since: number, limit = SELF_HEAL_SECONDS): Promise<number> {
     for (;;) {
         const elapsed = (Date.now() - since) / 1000;
         try {
-            const text = (await complete(endpoint, "tiny-moe")).choices[0].text;
+            const text = (await complete(api.endpoint, "tiny-moe", api.key)).choices[0].text;
             if (cluster.nodes.every((node) => text.includes(node.fabricIp))) {
                 return elapsed;
             }
@@ -50,14 +56,14 @@ async function servingAgain(cluster: SimCluster, endpoint: string, since: number
  * Waits until a fault shows, so that a completion served before it took effect is not taken for a
  * recovery: `changed()` (a serving container restarted or went away) or a completion that fails.
  */
-async function faultShows(endpoint: string, changed: () => boolean, limit = 30): Promise<void> {
+async function faultShows(api: Api, changed: () => boolean, limit = 30): Promise<void> {
     const since = Date.now();
     for (;;) {
         if (changed()) {
             return;
         }
         try {
-            await complete(endpoint, "tiny-moe");
+            await complete(api.endpoint, "tiny-moe", api.key);
         } catch {
             return;
         }
@@ -80,7 +86,7 @@ describe.each([
     let cluster: SimCluster;
     let stack: Stack;
     let workDir: string;
-    let endpoint = "";
+    const api: Api = { endpoint: "", key: "" };
     const serving = executor === "ray" ? RAY_CONTAINER : VLLM_CONTAINER;
     const head = () => cluster.nodes[0];
     const worker = () => cluster.nodes[1];
@@ -146,8 +152,9 @@ describe.each([
         const start = Date.now();
         const up = await stack.up();
         expect(up.summary.result).toBe("succeeded");
-        endpoint = up.outputs.endpoint.value;
-        await servingAgain(cluster, endpoint, start, 5);
+        api.endpoint = up.outputs.endpoint.value;
+        api.key = up.outputs.apiKey.value;
+        await servingAgain(cluster, api, start, 5);
         expect(onNode(head(), `docker inspect --format '{{.State.Running}} {{.HostConfig.RestartPolicy.Name}}' ${WATCHDOG_CONTAINER}`).trim()).toBe("true unless-stopped");
     });
 
@@ -165,8 +172,8 @@ describe.each([
         const before = states();
         const start = Date.now();
         inflict();
-        await faultShows(endpoint, () => states().some((state, index) => state !== before[index]));
-        const byItself = await servingAgain(cluster, endpoint, start);
+        await faultShows(api, () => states().some((state, index) => state !== before[index]));
+        const byItself = await servingAgain(cluster, api, start);
         const again = await stack.up({ expectNoChanges: true });
         expect(again.summary.result).toBe("succeeded");
         table.push({ fault, executor, byItself: Math.round(byItself), restarted: restarted(before) });
@@ -184,7 +191,7 @@ describe.each([
         const up = await stack.up();
         expect(up.summary.result).toBe("succeeded");
         const viaUp = (Date.now() - start) / 1000;
-        await servingAgain(cluster, endpoint, start, viaUp + 5);
+        await servingAgain(cluster, api, start, viaUp + 5);
         const what = restarted(before);
         if (executor === "ray" && where() === worker()) {
             // A worker alone: the head keeps running.
@@ -203,7 +210,7 @@ describe.each([
         const up = await stack.up();
         const viaUp = (Date.now() - start) / 1000;
         expect(states()).toEqual(before);
-        await servingAgain(cluster, endpoint, start, viaUp + 5);
+        await servingAgain(cluster, api, start, viaUp + 5);
         table.push({ fault: "vllm serve killed, watchdog stopped", executor, viaUp: Math.round(viaUp), restarted: `vllm serve, watchdog (${JSON.stringify(up.summary.resourceChanges)})` });
     });
 

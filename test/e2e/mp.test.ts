@@ -30,7 +30,7 @@ describe.each([
     it("comes up with rank 0 and headless ranks answering on their fabric addresses", async () => {
         const up = await stack.up();
         expect(up.summary.result).toBe("succeeded");
-        const body = await complete(up.outputs.endpoint.value, "tiny-moe");
+        const body = await complete(up.outputs.endpoint.value, "tiny-moe", up.outputs.apiKey.value);
         expect(body.vllm_fleet_ranks.map((rank) => rank.ip).sort()).toEqual(cluster.nodes.map((node) => node.fabricIp).sort());
         expect(servingContainers(cluster)).toEqual(cluster.nodes.map(() => "vllm-fleet-vllm"));
         // Every node's stand-in RDMA devices reached its rank: NCCL chose RoCE everywhere.
@@ -90,7 +90,7 @@ describe("switching a running stack from the Ray executor to mp", () => {
         const up = await stack.up();
         expect(up.summary.result).toBe("succeeded");
         expect(servingContainers(cluster)).toEqual(["vllm-fleet-vllm", "vllm-fleet-vllm"]);
-        const body = await complete(up.outputs.endpoint.value, "tiny-moe");
+        const body = await complete(up.outputs.endpoint.value, "tiny-moe", up.outputs.apiKey.value);
         expect(body.vllm_fleet_ranks.map((rank) => rank.ip).sort()).toEqual(cluster.nodes.map((node) => node.fabricIp).sort());
     });
 });

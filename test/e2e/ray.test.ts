@@ -45,7 +45,7 @@ describe.each([
         expect(Object.values(up.outputs.fabricIps.value).sort()).toEqual([...fabricIps].sort());
         expect(up.outputs.endpoint.value).toBe(`http://${cluster.nodes[0].sshHost}:8000/v1`);
 
-        const text = (await complete(up.outputs.endpoint.value, "tiny-moe")).choices[0].text;
+        const text = (await complete(up.outputs.endpoint.value, "tiny-moe", up.outputs.apiKey.value)).choices[0].text;
         for (const ip of fabricIps) {
             expect(text).toContain(ip);
         }
@@ -106,7 +106,7 @@ describe.each([
         const after = containerIds(cluster);
         after.forEach((id, index) => expect(id).not.toBe(before[index]));
         expect(rayNodeIps(cluster)).toEqual(cluster.nodes.map((node) => node.fabricIp).sort());
-        const text = (await complete(up.outputs.endpoint.value, "tiny-moe")).choices[0].text;
+        const text = (await complete(up.outputs.endpoint.value, "tiny-moe", up.outputs.apiKey.value)).choices[0].text;
         for (const node of cluster.nodes) {
             expect(text).toContain(node.fabricIp);
         }

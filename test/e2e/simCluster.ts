@@ -90,10 +90,10 @@ export interface CompletionBody {
 }
 
 /** Asks the served model for a short completion; anything but 200 fails with the answer. */
-export async function complete(endpoint: string, model: string): Promise<CompletionBody> {
+export async function complete(endpoint: string, model: string, apiKey = ""): Promise<CompletionBody> {
     const response = await fetch(`${endpoint}/completions`, {
         method: "POST",
-        headers: { "Content-Type": "application/json" },
+        headers: { "Content-Type": "application/json", ...(apiKey ? { Authorization: `Bearer ${apiKey}` } : {}) },
         body: JSON.stringify({ model, prompt: "Hello from the test", max_tokens: 8 }),
     });
     if (response.status !== 200) {
@@ -102,22 +102,25 @@ export async function complete(endpoint: string, model: string): Promise<Complet
     return (await response.json()) as CompletionBody;
 }
 
+/** The config.json of the tiny model: an MoE of the Qwen shape, small enough for any node. */
+export const TINY_MODEL_CONFIG = JSON.stringify({
+    architectures: ["Qwen3MoeForCausalLM"],
+    model_type: "qwen3_moe",
+    hidden_size: 256,
+    num_attention_heads: 6,
+    num_key_value_heads: 6,
+    num_hidden_layers: 2,
+    head_dim: 64,
+    max_position_embeddings: 8192,
+    torch_dtype: "bfloat16",
+});
+
 /**
  * A tiny model directory on every node, as a download would leave it: config.json (an MoE of the
  * Qwen shape) and one safetensors file. The vLLM stand-in reads it; nothing is executed.
  */
 export function putTinyModel(cluster: SimCluster, dir: string): void {
-    const config = JSON.stringify({
-        architectures: ["Qwen3MoeForCausalLM"],
-        model_type: "qwen3_moe",
-        hidden_size: 256,
-        num_attention_heads: 6,
-        num_key_value_heads: 6,
-        num_hidden_layers: 2,
-        head_dim: 64,
-        max_position_embeddings: 8192,
-        torch_dtype: "bfloat16",
-    });
+    const config = TINY_MODEL_CONFIG;
     for (const node of cluster.nodes) {
         onNode(
             node,

@@ -174,15 +174,18 @@ describe("unknown keys are refused, naming the nearest known key", () => {
         ["maxModelLen", "vllm.maxModelLen"],
         ["subnet", "fabric.subnet"],
         ["hostKey", "nodes[i].hostKey"],
-        ["apiKey", "vllmApiKey"],
     ])("%s: did you mean %s", (name, target) => {
         expect(nearestKeys(name)).toEqual([target]);
         expect(unknownKeyIssues([name])[0].expected).toContain(`did you mean vllm-fleet:${target}`);
     });
 
+    it("apiKey: names both keys it may mean, the secret and vllm.apiKey", () => {
+        expect(nearestKeys("apiKey")).toEqual(["vllm.apiKey", "vllmApiKey"]);
+    });
+
     it("lists the known keys when none is near", () => {
-        const [issue] = unknownKeyIssues(["hfToken"]);
-        expect(issue.key).toBe("vllm-fleet:hfToken");
+        const [issue] = unknownKeyIssues(["openaiToken"]);
+        expect(issue.key).toBe("vllm-fleet:openaiToken");
         expect(issue.expected).toBe(`a key vllm-fleet reads: ${[...CONFIG_KEYS, ...SECRET_CONFIG_KEYS].join(", ")}`);
     });
 
@@ -191,8 +194,8 @@ describe("unknown keys are refused, naming the nearest known key", () => {
     });
 
     it("never quotes the value of an unknown key, which may be a secret set under a wrong name", () => {
-        const error = errorOf({ ...duo, hfToken: "hf_do-not-print", vllmApiKy: "sk-do-not-print" });
-        expect(error.issues.map((issue) => issue.key)).toEqual(["vllm-fleet:hfToken", "vllm-fleet:vllmApiKy"]);
+        const error = errorOf({ ...duo, openaiToken: "sk-do-not-print", vllmApiKy: "sk-do-not-print" });
+        expect(error.issues.map((issue) => issue.key)).toEqual(["vllm-fleet:openaiToken", "vllm-fleet:vllmApiKy"]);
         expect(error.message).not.toContain("do-not-print");
         expect(linesOf(error)[1]).toBe("  - vllm-fleet:vllmApiKy: unknown key; expected a key vllm-fleet reads; did you mean vllm-fleet:vllmApiKey?");
     });
@@ -309,7 +312,7 @@ describe("managed flags in vllm.extraArgs, in every spelling vLLM's parser accep
         [["--master=10.0.0.1"], "it abbreviates --master-addr or --master-port, all set by vllm-fleet"],
         [["--no-trust-remote-code"], "--no-trust-remote-code comes from vllm-fleet:vllm.trustRemoteCode"],
         [["--api-key", "sk"], "--api-key comes from the secret vllm-fleet:vllmApiKey (as VLLM_API_KEY)"],
-        [["--host=127.0.0.1"], "--host is always 0.0.0.0 (every address)"],
+        [["--host=127.0.0.1"], "--host comes from vllm-fleet:vllm.host"],
     ])("refuses %j naming the flag and the key it comes from", (extraArgs, words) => {
         const error = errorOf({ ...duo, vllm: { extraArgs: ["--enforce-eager", ...extraArgs] } });
         expect(error.issues.map((issue) => issue.key)).toEqual(["vllm-fleet:vllm.extraArgs[1]"]);
@@ -497,7 +500,7 @@ describe("the API key", () => {
     });
 
     it("refuses an empty key, saying how to serve without one", () => {
-        expect(apiKeyIssues("")).toMatchObject([{ found: "got an empty key", expected: "a key (to serve without one, remove it: pulumi config rm vllmApiKey)" }]);
+        expect(apiKeyIssues("")).toMatchObject([{ found: "got an empty key", expected: "a key (without it the stack makes one; to serve without any: pulumi config rm vllmApiKey, and set vllm-fleet:vllm.apiKey to none)" }]);
     });
 
     it("takes a key of printable ASCII, and no key", () => {
@@ -532,5 +535,27 @@ describe("CIDR helpers", () => {
 
     it.each(["192.168.200.1/24", "300.1.1.0/24", "10.0.0.0/33", "10.0.0.0", "fe80::/64"])("rejects %s", (cidr) => {
         expect(parseCidr(cidr)).toBeUndefined();
+    });
+});
+
+describe("security settings", () => {
+    it("takes vllm.apiKey none only, never quoting another value there (it may be a key)", () => {
+        const error = errorOf({ ...duo, vllm: { apiKey: "sk-do-not-print" } });
+        expect(error.message).toContain("vllm-fleet:vllm.apiKey: a value other than none (not shown: it may be a key); expected none, to serve without a key");
+        expect(error.message).not.toContain("sk-do-not-print");
+        expect(parseFleetConfig({ ...duo, vllm: { apiKey: "none" } }).vllm.apiKey).toBe("none");
+        expect(parseFleetConfig(duo).vllm.apiKey).toBeUndefined();
+    });
+
+    it("takes vllm.host all or fabric, all by default", () => {
+        expect(parseFleetConfig(duo).vllm.host).toBe("all");
+        expect(parseFleetConfig({ ...duo, vllm: { host: "fabric" } }).vllm.host).toBe("fabric");
+        expect(errorOf({ ...duo, vllm: { host: "10.0.0.1" } }).message).toContain('vllm-fleet:vllm.host: got "10.0.0.1"; expected one of "all", "fabric"');
+    });
+
+    it("defaults security to no firewall and the first Ray token, and names a misspelled key", () => {
+        expect(parseFleetConfig(duo).security).toEqual({ rayTokenRotation: "", firewall: false });
+        expect(errorOf({ ...duo, security: { firewal: true } }).message).toContain("did you mean vllm-fleet:security.firewall?");
+        expect(errorOf({ ...duo, security: { rayTokenRotation: 3 } }).message).toContain("vllm-fleet:security.rayTokenRotation: got 3; expected a string");
     });
 });

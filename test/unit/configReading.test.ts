@@ -46,10 +46,10 @@ function opensshKey(cipher: string): string {
 
 describe("the program reads the whole vllm-fleet namespace", () => {
     it("refuses a misspelled or unknown top-level key, suggesting the nearest known key, never quoting its value", async () => {
-        const message = await failureOf({ ...duo, tensorParalel: 2, hfToken: "hf_do-not-print" });
+        const message = await failureOf({ ...duo, tensorParalel: 2, openaiToken: "sk-do-not-print" });
         expect(message.split("\n").slice(1)).toEqual([
             "  - vllm-fleet:tensorParalel: unknown key; expected a key vllm-fleet reads; did you mean vllm-fleet:parallelism.tensor? (set with `pulumi config set --path parallelism.tensor <value>`)",
-            "  - vllm-fleet:hfToken: unknown key; expected a key vllm-fleet reads: nodes, ssh, fabric, image, containerDriver, commandRunner, executor, model, parallelism, vllm, ray, container, timeouts, supervision, sshPrivateKey, vllmApiKey",
+            "  - vllm-fleet:openaiToken: unknown key; expected a key vllm-fleet reads: nodes, ssh, fabric, image, containerDriver, commandRunner, executor, model, parallelism, vllm, ray, container, timeouts, supervision, security, sshPrivateKey, vllmApiKey, hfToken",
         ]);
         expect(message).not.toContain("do-not-print");
     });

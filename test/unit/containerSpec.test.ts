@@ -12,14 +12,15 @@ import { NODE_LOCAL_ENV, PlannedNode, RAY_HEAD_LABEL, RAY_HEAD_VLLM_CONFIG_ROOT,
 import { sparkDuo } from "./stacks";
 
 const config = parseFleetConfig(sparkDuo);
+const TOKEN = "0123456789abcdef0123456789abcdef";
 const planned: PlannedNode[] = [
     { name: "spark1", fabric: { interface: "enp1s0f1np1", ip: "192.168.200.12", hcas: ["rocep1s0f1", "roceP2p1s0f1"], rdmaDevices: ["/dev/infiniband/rdma_cm", "/dev/infiniband/uverbs0"] }, gpus: 1 },
     { name: "spark2", fabric: { interface: "enp1s0f1np1", ip: "192.168.200.13", hcas: ["rocep1s0f1"], rdmaDevices: [] }, gpus: 1 },
 ];
 
 const specs: [string, ContainerSpec][] = [
-    ["the Ray head", rayContainerSpec(config, "spark-duo", planned, 0, "r1")],
-    ["a Ray worker", rayContainerSpec(config, "spark-duo", planned, 1, "r1", "f00d")],
+    ["the Ray head", rayContainerSpec(config, "spark-duo", planned, 0, "r1", TOKEN)],
+    ["a Ray worker", rayContainerSpec(config, "spark-duo", planned, 1, "r1", TOKEN, "f00d")],
     [
         "a container keeping its image's entrypoint, on a bridge network",
         {
@@ -77,7 +78,7 @@ describe("docker run arguments", () => {
 
     it("run privileged, with no device list, only when the config asks for it", () => {
         const privileged = parseFleetConfig({ ...sparkDuo, container: { privileged: true } });
-        const args = toDockerRunArgs(rayContainerSpec(privileged, "spark-duo", planned, 0, "r1"));
+        const args = toDockerRunArgs(rayContainerSpec(privileged, "spark-duo", planned, 0, "r1", TOKEN));
         expect(args).toContain("--privileged");
         expect(args).not.toContain("--device");
         expect(args).not.toContain("--cap-add");
@@ -113,7 +114,7 @@ describe("the network pins", () => {
         const differing = Object.keys(networkEnv(planned[0].fabric)).filter((key) => networkEnv(planned[0].fabric)[key] !== networkEnv({ ...planned[1].fabric, interface: "enP2p1s0f1np1", hcas: ["roceP2p1s0f1"] })[key]);
         expect(differing.every((key) => (NODE_LOCAL_ENV as readonly string[]).includes(key))).toBe(true);
         expect(NODE_LOCAL_ENV).toEqual(expect.arrayContaining(["NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "NCCL_IB_HCA", "NCCL_IB_DISABLE", "VLLM_HOST_IP"]));
-        expect(rayContainerSpec(config, "spark-duo", planned, 0, "r1").env.VLLM_CONFIG_ROOT).toBe(RAY_HEAD_VLLM_CONFIG_ROOT);
+        expect(rayContainerSpec(config, "spark-duo", planned, 0, "r1", TOKEN).env.VLLM_CONFIG_ROOT).toBe(RAY_HEAD_VLLM_CONFIG_ROOT);
     });
 });
 
@@ -140,13 +141,13 @@ describe("the fabric check's policy", () => {
 
 describe("Ray workers follow their head", () => {
     it("carry the id of the head container they join; the head carries none", () => {
-        expect(rayContainerSpec(config, "spark-duo", planned, 0, "r1").labels[RAY_HEAD_LABEL]).toBeUndefined();
-        expect(rayContainerSpec(config, "spark-duo", planned, 1, "r1", "c0ffee").labels[RAY_HEAD_LABEL]).toBe("c0ffee");
+        expect(rayContainerSpec(config, "spark-duo", planned, 0, "r1", TOKEN).labels[RAY_HEAD_LABEL]).toBeUndefined();
+        expect(rayContainerSpec(config, "spark-duo", planned, 1, "r1", TOKEN, "c0ffee").labels[RAY_HEAD_LABEL]).toBe("c0ffee");
     });
 
     it("get a new spec (so are replaced) with a new head container, and cannot be planned without one", () => {
-        expect(rayContainerSpec(config, "spark-duo", planned, 1, "r1", "new")).not.toEqual(rayContainerSpec(config, "spark-duo", planned, 1, "r1", "old"));
-        expect(() => rayContainerSpec(config, "spark-duo", planned, 1, "r1")).toThrow(/needs the id of its head container/);
+        expect(rayContainerSpec(config, "spark-duo", planned, 1, "r1", TOKEN, "new")).not.toEqual(rayContainerSpec(config, "spark-duo", planned, 1, "r1", TOKEN, "old"));
+        expect(() => rayContainerSpec(config, "spark-duo", planned, 1, "r1", TOKEN)).toThrow(/needs the id of its head container/);
     });
 });
 

@@ -144,10 +144,18 @@ export async function runProgram(
                     // After a sync the receiving node lists what the first node has.
                     const listing = probe(name.replace(/-weights-close$/, "")).split("### model\n")[1].split("\n### ")[0];
                     stdout = `### model\n${listing}`;
+                } else if (/-hub-download$/.test(name)) {
+                    // model.source hub: the first node lists its directory as the download left it,
+                    // which the probe gives as node `<name>@hub`.
+                    const node = name.replace(/-hub-download$/, "");
+                    stdout = `hub-downloaded x@y\n### model\n${probe(`${node}@hub`).split("### model\n")[1]}`;
                 } else if (/-fabric-[^-]+$/.test(name)) {
                     stdout = "transport IB\nnccl NET/IB : Using [0]rocep1s0f1:1/RoCE [1]roceP2p1s0f1:1/RoCE [RO]; OOB enp1s0f1np1:192.168.200.12<0>";
                 } else if (/-args-check$/.test(name)) {
                     stdout = "accepted";
+                } else if (args.type === "pulumi-nodejs:dynamic/secret:FleetSecret") {
+                    // The stand-in of the random value the provider makes: known, to be looked for.
+                    return { id: `${name}-id`, state: { ...args.inputs, value: `generated-${name}` } };
                 } else if (/-serve$/.test(name)) {
                     stdout = 'started\ncompletion {"choices":[{"text":"ranks: 0@x"}]}';
                 } else {

@@ -43,12 +43,16 @@ function programOf(program: string): string {
     return program;
 }
 
+/** What {@link envOf} gives a variable whose value `docker run` takes from its own environment. */
+const FROM_ENVIRONMENT = "(from the environment)";
+
 function envOf(args: string[]): Record<string, string> {
     const env: Record<string, string> = {};
     args.forEach((arg, index) => {
         if (arg === "--env") {
             const pair = args[index + 1];
-            env[pair.slice(0, pair.indexOf("="))] = pair.slice(pair.indexOf("=") + 1);
+            // `--env NAME` alone: docker run takes the value from its environment (a secret).
+            env[pair.includes("=") ? pair.slice(0, pair.indexOf("=")) : pair] = pair.includes("=") ? pair.slice(pair.indexOf("=") + 1) : FROM_ENVIRONMENT;
         }
     });
     return env;
@@ -147,7 +151,14 @@ describe("the program's graph (mocks)", async () => {
             ["ray-spark2-ray-worker", "spark2"],
         ]) {
             const args = dockerRunArgs(run, name);
-            const { RAY_prestart_worker_first_driver: _prestart, RAY_gcs_rpc_server_reconnect_timeout_s: _reconnect, VLLM_CONFIG_ROOT: _root, ...pins } = envOf(args);
+            const {
+                RAY_prestart_worker_first_driver: _prestart,
+                RAY_gcs_rpc_server_reconnect_timeout_s: _reconnect,
+                VLLM_CONFIG_ROOT: _root,
+                RAY_AUTH_MODE: _mode,
+                RAY_AUTH_TOKEN: _token,
+                ...pins
+            } = envOf(args);
             expect(pins).toEqual({
                 VLLM_HOST_IP: fabricIps[node],
                 NCCL_SOCKET_IFNAME: "enp1s0f1np1",
@@ -162,6 +173,24 @@ describe("the program's graph (mocks)", async () => {
             expect(args.join(" ")).not.toContain(mgmtIps[node]);
             expect(args).toEqual(expect.arrayContaining(["--node-ip-address", fabricIps[node], "--num-gpus", "1", "--disable-usage-stats"]));
         }
+    });
+
+    it("turns on Ray token authentication on every node, with the stack's token, never on a command line", () => {
+        const token = "generated-ray-token";
+        for (const name of ["ray-spark1-ray-head", "ray-spark2-ray-worker"]) {
+            const args = dockerRunArgs(run, name);
+            expect(envOf(args)).toMatchObject({ RAY_AUTH_MODE: "token", RAY_AUTH_TOKEN: FROM_ENVIRONMENT });
+            expect(args.join(" ")).not.toContain(token);
+            expect(unsecret(run.byName(name).inputs.create)).toContain(`RAY_AUTH_TOKEN=${token}`);
+        }
+        expect(run.byName("ray-token").inputs).toMatchObject({ purpose: "ray-token", rotation: "" });
+    });
+
+    it("makes an API key when none is set, given to vLLM and the watchdog and put out as a secret", () => {
+        const key = "generated-vllm-api-key";
+        expect(run.outputs.apiKey).toBe(key);
+        expect(unsecret(run.byName("vllm-serve").inputs.create)).toContain(key);
+        expect(unsecret(run.byName("vllm-watchdog").inputs.create)).toContain(`VLLM_API_KEY=${key}`);
     });
 
     it("spares the head the idle workers Ray would prestart for the readiness gate's driver", () => {
@@ -331,15 +360,65 @@ describe("the mp executor (vLLM's native multi-node)", async () => {
     });
 });
 
+describe("the API's address and key (vllm.host, vllm.apiKey)", async () => {
+    const fabric = await runProgram({ ...duo, vllm: { ...duo.vllm, host: "fabric" } }, probe);
+    const open = await runProgram({ ...duo, executor: "mp", vllm: { ...duo.vllm, apiKey: "none" } }, probe);
+
+    it("with vllm.host fabric, binds the API to the first node's fabric address, and every probe and the endpoint go there", () => {
+        const serve = unsecret(fabric.byName("vllm-serve").inputs.create);
+        expect(serve).toMatch(/SERVE_ARGS=\('serve' .*'--host' '192\.168\.200\.12'/);
+        expect(serve).toContain("HOST='192.168.200.12'");
+        expect(unsecret(fabric.byName("vllm-args-check").inputs.create)).toContain("'--host' '192.168.200.12'");
+        expect(envOf(dockerRunArgs(fabric, "vllm-watchdog"))).toMatchObject({ WATCHDOG_HOST: "192.168.200.12" });
+        expect(fabric.outputs.endpoint).toBe("http://192.168.200.12:30000/v1");
+    });
+
+    it("by default listens on every address and probes 127.0.0.1", async () => {
+        const run = await runProgram(duo, probe);
+        expect(unsecret(run.byName("vllm-serve").inputs.create)).toMatch(/'--host' '0\.0\.0\.0'.*\n(.*\n)*HOST='127\.0\.0\.1'/);
+        expect(run.outputs.endpoint).toBe("http://10.1.230.180:30000/v1");
+    });
+
+    it("with vllm.apiKey none, makes no key and gives vLLM none", () => {
+        expect(open.resources.some((r) => r.name === "vllm-api-key")).toBe(false);
+        expect(open.outputs.apiKey).toBe("");
+        expect(envOf(dockerRunArgs(open, "vllm-spark1-rank0")).VLLM_API_KEY).toBeUndefined();
+    });
+
+    it("refuses vllm.apiKey none beside the secret vllmApiKey, naming both", async () => {
+        await expect(
+            runProgram({ ...duo, vllm: { ...duo.vllm, apiKey: "none" } }, probe, { sshPrivateKey: "-----BEGIN OPENSSH PRIVATE KEY-----\nmock\n-----END OPENSSH PRIVATE KEY-----", vllmApiKey: "sk-test-key" }),
+        ).rejects.toThrow(/vllm-fleet:vllm\.apiKey.*not none while the secret vllm-fleet:vllmApiKey is set/);
+    });
+});
+
 describe("image delivery", () => {
-    it("copies from the first node to the others before any container starts, skipping a node that has the id", async () => {
+    it("copies from the first node to the others over the fabric, node to node, before any container starts", async () => {
         const run = await runProgram({ ...duo, image: { name: "vllm:test", source: "copy" } }, probe);
         expect(run.resources.some((r) => r.name === "spark1-image")).toBe(false);
         const copy = run.byName("spark2-image");
-        expect(copy.inputs.source).toMatchObject({ node: "spark1", host: "10.1.230.180", program: "docker save 'vllm:test'" });
         expect(run.byName("ray-spark2-ray-worker").dependencies).toContain(copy.urn);
-        // The target reads nothing when it already has node 1's image id.
-        const calls = dockerCalls(copy.inputs.create);
+        // The receiver on the target's fabric address, for the first node's only; the first node
+        // streams `docker save` to it: nothing is piped through this machine.
+        const receive = programOf(unsecret(copy.inputs.create));
+        expect(receive).toContain("BIND_IP='192.168.200.13'");
+        expect(receive).toContain("SENDER_IP='192.168.200.12'");
+        expect(receive).toContain("docker load");
+        const peer = unsecret(copy.inputs.peer);
+        expect(peer).toMatchObject({ node: "spark1", host: "10.1.230.180" });
+        expect(peer.program).toContain("TARGET_IP='192.168.200.13'");
+        expect(peer.program).toContain("docker save");
+        expect(copy.inputs).not.toHaveProperty("source");
+        // A secret for this copy, the same on both sides, not the weights' one.
+        const secretOf = (program: string) => /SECRET='([0-9a-f]{32})'/.exec(program)?.[1];
+        expect(secretOf(receive)).toBeDefined();
+        expect(secretOf(peer.program)).toBe(secretOf(receive));
+    });
+
+    it("tells the sender, without loading anything, when the target already has the id", async () => {
+        const run = await runProgram({ ...duo, image: { name: "vllm:test", source: "copy" } }, probe);
+        const receive = unsecret(run.byName("spark2-image").inputs.create) as string;
+        const calls = dockerCalls(receive.replace(/python3 -c "\$FABRIC_STREAM"/g, "true"));
         expect(calls.map((args) => args[0])).toEqual(["image"]);
     });
 

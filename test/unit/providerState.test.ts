@@ -169,15 +169,26 @@ describe("the Docker driver removes the other executor's container first", async
     });
 });
 
-describe("the image pipe (image.source copy) reaches both nodes like every other path", async () => {
+describe("the image copy (image.source copy) reaches both nodes like every other path", async () => {
     const run = await runProgram({ ...users, image: { ...users.image, source: "copy" } }, probe);
-    const pipe = unsecret(run.byName("spark2-image").inputs).create as string;
+    const copy = unsecret(run.byName("spark2-image").inputs);
+    const stdin = unsecret(copy.stdin) as string;
 
     it("checks host keys with the same files as the Docker provider", () => {
-        expect(pipe).not.toContain("StrictHostKeyChecking=no");
-        expect(pipe.match(/StrictHostKeyChecking=yes/g)).toHaveLength(2);
-        expect(pipe).toContain("spark1.known_hosts");
-        expect(pipe).toContain("spark2.known_hosts");
+        expect(stdin).not.toContain("StrictHostKeyChecking=no");
+        expect(stdin.match(/StrictHostKeyChecking=yes/g)).toHaveLength(2);
+        expect(stdin).toContain("spark1.known_hosts");
+        expect(stdin).toContain("spark2.known_hosts");
+    });
+
+    it("runs both sides' programs from standard input, none on a command line, and relays no data", () => {
+        expect(copy.create).not.toContain("docker save");
+        expect(copy.create).not.toContain("SECRET=");
+        expect(stdin).toContain("docker save");
+        expect(stdin).toContain("docker load");
+        // Nothing here reads one session's output into the other's input.
+        expect(copy.create).not.toMatch(/PEER_RUN"[^\n]*\|[^\n]*SELF_SSH/);
+        expect(copy.create).toMatch(/printf '%s' "\$SELF_PROGRAMS" \| "\$\{SELF_SSH\[@\]\}"/);
     });
 });
 
@@ -195,5 +206,15 @@ describe("programsOnStdin", () => {
         const { execFileSync } = await import("child_process");
         const document = programsOnStdin({ create: "read -r line || echo stdin-empty" });
         expect(execFileSync("sh", ["-c", runFromStdin("create")], { input: document, encoding: "utf8" })).toBe("stdin-empty\n");
+    });
+
+    it("runs the program without it in any process's command line (programs carry secrets)", async () => {
+        const { execFileSync } = await import("child_process");
+        // The program lists every command line of this session's processes: its own text is in none.
+        const document = programsOnStdin({ create: "secret=sk-in-the-program; ps -eww -o args | grep -c 'sk-in-th[e]' || true" });
+        expect(execFileSync("sh", ["-c", runFromStdin("create")], { input: document, encoding: "utf8" }).trim()).toBe("0");
+        // and it runs strict: a failing command stops it with its status.
+        const failing = programsOnStdin({ create: "set -euo pipefail; false; echo not-reached" });
+        expect(() => execFileSync("sh", ["-c", runFromStdin("create")], { input: failing, encoding: "utf8", stdio: "pipe" })).toThrow();
     });
 });

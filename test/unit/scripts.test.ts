@@ -190,6 +190,7 @@ describe("secrets stay off the node's command lines", () => {
                 TOKEN: "t1",
                 CONFIG_ROOT: "/etc/vllm-fleet/vllm",
                 NON_CARRY_OVER: "[]",
+                HOST: "127.0.0.1",
                 PORT: 8000,
                 SERVED_NAME: "m",
                 TIMEOUT: 1,

@@ -20,7 +20,7 @@ readonly SIM_IMAGE_PATH="/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin
 # python3/rsync/curl as a real Spark has them.
 readonly -a SIM_NODE_PACKAGES=(
   openssh-server docker.io iproute2 iptables procps python3 rsync curl ca-certificates
-  iputils-ping
+  iputils-ping sudo
 )
 # The workload: Debian's python3 + pip, real Ray from PyPI (workload/requirements.lock), and
 # the tools a vLLM image has. The vLLM stand-in is added in the second layer.
@@ -200,9 +200,13 @@ sim_build_node_base() { # tag
   local rootfs
   sim_prepare_rootfs "${SIM_NODE_PACKAGES[@]}"
   rootfs="$SIM_WORK/rootfs"
-  # DGX OS: a login user in the docker group; key-only SSH; host keys made per node at boot.
+  # DGX OS: a login user in the docker group and an administrator (sudo without a password, as
+  # security.firewall needs; a Spark's first user is in the sudo group); key-only SSH; host keys
+  # made per node at boot.
   sim_chroot "$rootfs" useradd --create-home --shell /bin/bash --groups docker spark
   sim_chroot "$rootfs" usermod --password '*' spark
+  printf 'spark ALL=(root) NOPASSWD: ALL\n' > "$rootfs/etc/sudoers.d/spark"
+  chmod 0440 "$rootfs/etc/sudoers.d/spark"
   rm -f "$rootfs"/etc/ssh/ssh_host_*
   sim_import_rootfs "$1" "ENV PATH=$SIM_IMAGE_PATH" 'CMD ["/bin/bash"]'
 }
