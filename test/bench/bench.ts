@@ -583,7 +583,8 @@ async function round(deployment: Deployment, run: number, measurements: Measurem
     );
     const changed = Object.entries(change.record.opsByResource).filter(([, ops]) => ops.some((op) => op !== "same"));
     const endpoint = String(change.up.outputs.endpoint?.value ?? "");
-    const models = (await (await fetch(`${endpoint}/models`)).json()) as { data: { max_model_len?: number }[] };
+    const apiKey = String(change.up.outputs.apiKey?.value ?? "");
+    const models = (await (await fetch(`${endpoint}/models`, { headers: { Authorization: `Bearer ${apiKey}` } })).json()) as { data: { max_model_len?: number }[] };
     const servedLength = models.data[0]?.max_model_len;
     // vllm serve restarts in place once the image's vLLM checked the new arguments; the watchdog
     // (which carries the serve arguments) is replaced; the fabric checks run again.

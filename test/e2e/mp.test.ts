@@ -80,8 +80,18 @@ describe("switching a running stack from the Ray executor to mp", () => {
         const changed = (op: string) => [...new Set(events.filter((event) => event.op === op).map((event) => event.urn.split("::").pop()!))].sort();
         // The nodes stay; the Ray cluster goes; the mp ranks come (each removes its node's Ray
         // container first: it holds the GPU); the watchdog is replaced (it now watches rank 0), and
-        // so are the fabric checks (they read the ranks' logs now); rank 0's arguments are checked.
-        expect(changed("delete")).toEqual(["ray", "ray-ready", "ray-spark1-ray-head", "ray-spark1-ray-joined", "ray-spark2-ray-joined", "ray-spark2-ray-worker", "vllm-serve"]);
+        // so are the fabric checks (they read the ranks' logs now); rank 0's arguments are checked;
+        // the Ray token goes with the Ray cluster.
+        expect(changed("delete")).toEqual([
+            "ray",
+            "ray-ready",
+            "ray-spark1-ray-head",
+            "ray-spark1-ray-joined",
+            "ray-spark2-ray-joined",
+            "ray-spark2-ray-worker",
+            "ray-token",
+            "vllm-serve",
+        ]);
         expect(changed("create")).toEqual(["vllm-ready", "vllm-spark1-rank0", "vllm-spark2-rank1"]);
         expect(changed("replace")).toEqual(["vllm-fabric-spark1", "vllm-fabric-spark2", "vllm-watchdog"]);
         // (Pulumi's default provider of the dynamic resources shows as "default" among the updates.)

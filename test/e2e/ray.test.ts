@@ -94,7 +94,9 @@ describe.each([
         expect(up.summary.resourceChanges?.update).toBe(2);
         expect(up.summary.resourceChanges?.replace).toBe(1 + nodes);
         expect(containerIds(cluster)).toEqual(before);
-        const models = (await (await fetch(`${up.outputs.endpoint.value}/models`)).json()) as { data: { id: string; max_model_len: number }[] };
+        const models = (await (await fetch(`${up.outputs.endpoint.value}/models`, { headers: { Authorization: `Bearer ${up.outputs.apiKey.value}` } })).json()) as {
+            data: { id: string; max_model_len: number }[];
+        };
         expect(models.data[0]).toMatchObject({ id: "tiny-moe", max_model_len: 2048 });
     });
 
