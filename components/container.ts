@@ -85,7 +85,10 @@ export function realizeContainer(
         if (!node.dockerProvider) {
             throw new Error(`node ${node.nodeName} has no Docker provider (containerDriver docker)`);
         }
-        const inputs = spec.apply(toDockerContainerInputs);
+        // Secrets live only in the environment (SECRET_ENV): the spec as a whole is secret when it
+        // holds one, but only `envs` is kept secret, so that a preview still shows what else changes.
+        const withSecrets = spec.apply(toDockerContainerInputs);
+        const inputs = pulumi.unsecret(withSecrets);
         // The Docker provider has no "remove that one first": a step of our own does it, created
         // with this container (a switch of executor makes both new), before it.
         const removeFirst = (start.removeFirst ?? []).length
@@ -113,7 +116,7 @@ export function realizeContainer(
                 image: inputs.image,
                 entrypoints: inputs.entrypoints,
                 command: inputs.command,
-                envs: inputs.envs,
+                envs: withSecrets.envs,
                 volumes: inputs.volumes,
                 networkMode: inputs.apply((i) => i.networkMode ?? "bridge"),
                 ipcMode: inputs.apply((i) => i.ipcMode ?? "private"),

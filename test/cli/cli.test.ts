@@ -176,7 +176,9 @@ describe.skipIf(missing !== undefined).each([
         for (const type of ["command:remote:Command", "docker:index:Container", "pulumi:providers:docker"]) {
             expect(preview.stdout).toContain(type);
         }
-        expect(preview.stdout).not.toContain("pulumi-nodejs:dynamic");
+        // No resource of the builtin runner; the stack's own secrets are the only dynamic resources.
+        expect(preview.stdout).not.toContain("dynamic/remote:SshCommand");
+        expect(preview.stdout).toContain("pulumi-nodejs:dynamic/secret:FleetSecret");
         expect(preview.stdout).not.toContain("no host key pinned");
     });
 
@@ -195,7 +197,7 @@ describe.skipIf(missing !== undefined).each([
         for (const node of cluster.nodes) {
             expect(containers).toContain(servingContainerName(executor, `spark${node.index + 1}`, node.index));
         }
-        expect(resources.filter((resource) => resource.type.startsWith("pulumi-nodejs:dynamic"))).toEqual([]);
+        expect(resources.filter((resource) => resource.type.startsWith("pulumi-nodejs:dynamic") && !resource.type.endsWith("/secret:FleetSecret"))).toEqual([]);
         for (const node of cluster.nodes) {
             expect(onNode(node, `docker ps -q --filter label=vllm-fleet.stack=${stackName} --filter name=^${container}$`).trim()).not.toBe("");
         }
@@ -263,6 +265,9 @@ describe.skipIf(missing !== undefined).each([
             (resource: { urn: string; type: string }) => resource.type === "docker:index/container:Container" && resource.urn.endsWith(`::${resourceName}`),
         );
         expect(state?.outputs?.mustRun).toBe(false);
+        // Only the environment (the Ray token, the API key) is secret; every other field shows in a diff.
+        expect(Object.keys(state?.outputs?.envs ?? {})).toContain("4dabf18193072939515e22adb298388d");
+        expect(typeof state?.outputs?.image).toBe("string");
     });
 
     it("replaces the killed container on the next up and serves again", async () => {
