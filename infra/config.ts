@@ -1120,49 +1120,46 @@ export function plainTextSecretIssues(key: SecretConfigKey, value: string | unde
 }
 
 /**
- * The problems of the text of the secret `vllm-fleet:vllmApiKey` (`value` undefined when it is not
- * set): one token of printable ASCII, not empty (vLLM compares the `Authorization: Bearer` token
- * exactly, and a header cannot carry a newline). The key is never quoted. Pure.
+ * The problem of the text of a secret sent as `Authorization: Bearer <value>` (`value` undefined
+ * when it is not set): one token of printable ASCII, not empty (a header cannot carry a newline, and
+ * the receiver compares it exactly). `noun` names it in the message; `whenEmpty` and `otherwise` are
+ * what is expected. The value is never quoted. Pure.
  */
-export function apiKeyIssues(value: string | undefined): ConfigIssue[] {
+function bearerSecretIssues(key: SecretConfigKey, value: string | undefined, noun: string, whenEmpty: string, otherwise: string): ConfigIssue[] {
     const problem = value === undefined ? undefined : apiKeyProblem(value);
     if (!problem) {
         return [];
     }
     return [
         {
-            key: `${CONFIG_NAMESPACE}:vllmApiKey`,
+            key: `${CONFIG_NAMESPACE}:${key}`,
             value: undefined,
-            found: `got ${problem}`,
-            expected:
-                problem === "an empty key"
-                    ? "a key (without it the stack makes one; to serve without any: pulumi config rm vllmApiKey, and set vllm-fleet:vllm.apiKey to none)"
-                    : "one token of printable ASCII without spaces (vLLM compares the Bearer token exactly; a header cannot carry a newline)",
+            found: `got ${problem.replace(/key/g, noun)}`,
+            expected: problem === "an empty key" ? whenEmpty : otherwise,
         },
     ];
 }
 
-/**
- * The problems of the text of the secret `vllm-fleet:hfToken` (`value` undefined when it is not set):
- * one token of printable ASCII (it travels as `Authorization: Bearer <token>`). The token is never
- * quoted. Pure.
- */
+/** The problems of the text of the secret `vllm-fleet:vllmApiKey` (vLLM compares the Bearer token exactly). */
+export function apiKeyIssues(value: string | undefined): ConfigIssue[] {
+    return bearerSecretIssues(
+        "vllmApiKey",
+        value,
+        "key",
+        "a key (without it the stack makes one; to serve without any: pulumi config rm vllmApiKey, and set vllm-fleet:vllm.apiKey to none)",
+        "one token of printable ASCII without spaces (vLLM compares the Bearer token exactly; a header cannot carry a newline)",
+    );
+}
+
+/** The problems of the text of the secret `vllm-fleet:hfToken` (the Hub reads it from a Bearer header). */
 export function hfTokenIssues(value: string | undefined): ConfigIssue[] {
-    const problem = value === undefined ? undefined : apiKeyProblem(value);
-    if (!problem) {
-        return [];
-    }
-    return [
-        {
-            key: `${CONFIG_NAMESPACE}:hfToken`,
-            value: undefined,
-            found: `got ${problem.replace(/key/g, "token")}`,
-            expected:
-                problem === "an empty key"
-                    ? "a Hugging Face access token (for a repo that needs none, remove it: pulumi config rm hfToken)"
-                    : "one token of printable ASCII without spaces (the Hub reads it from an Authorization: Bearer header)",
-        },
-    ];
+    return bearerSecretIssues(
+        "hfToken",
+        value,
+        "token",
+        "a Hugging Face access token (for a repo that needs none, remove it: pulumi config rm hfToken)",
+        "one token of printable ASCII without spaces (the Hub reads it from an Authorization: Bearer header)",
+    );
 }
 
 /**
