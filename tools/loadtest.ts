@@ -10,7 +10,7 @@
  * not run.
  *
  * The endpoint defaults to the `endpoint` output of the selected (or `--stack`) Pulumi stack, and the
- * API key to that stack's secret `vllm-fleet:vllmApiKey` or its secret output `apiKey` (read through
+ * API key to that stack's secret output `apiKey` (its vllm-fleet:vllmApiKey, or the key it made; read through
  * the Pulumi CLI like `npm run status` does), else the variable VLLM_API_KEY (`--api-key-env NAME`
  * names another variable, which then comes first).
  *
@@ -21,8 +21,8 @@ import * as fs from "fs";
 import * as path from "path";
 import { performance } from "perf_hooks";
 import { CONFIG_NAMESPACE } from "../infra/config";
-import { findProjectRoot } from "../infra/project";
 import { escapeXml } from "../infra/timeline";
+import { projectStack } from "./stack";
 
 // ---------------------------------------------------------------------------------------------
 // What it measures
@@ -733,7 +733,7 @@ export const LOADTEST_USAGE = `usage: npm run loadtest -- [options]
   --timeout SECONDS    per request (default ${DEFAULT_TIMEOUT_MS / 1000})
   --out DIR            where loadtest.json and loadtest.svg go (default loadtest-out/)
   --api-key-env NAME   read the API key from this variable (default: the stack's secret
-                       vllm-fleet:vllmApiKey or its output apiKey, else VLLM_API_KEY)`;
+                       output apiKey, else VLLM_API_KEY)`;
 
 const VALUE_FLAGS = ["--endpoint", "--stack", "--model", "--api", "--concurrency", "--requests", "--max-tokens", "--prompt", "--timeout", "--out", "--api-key-env"] as const;
 
@@ -827,42 +827,32 @@ export interface StackTarget {
 }
 
 /**
- * Reads a stack (the selected one by default) through the Pulumi CLI, as `npm run status` does: the
- * output `endpoint` and the API key, decrypted and kept in memory only: the secret
- * `vllm-fleet:vllmApiKey`, else the stack's secret output `apiKey` (the key a stack makes itself when
- * none is set).
+ * Reads a stack (the selected one by default) through the Pulumi CLI, as `npm run status` does: its
+ * outputs `endpoint` and `apiKey` (the key vLLM serves with: the secret vllm-fleet:vllmApiKey, or the
+ * one the stack made), the key decrypted and kept in memory only.
  */
 export async function readStackTarget(stackName?: string): Promise<StackTarget> {
-    const { LocalWorkspace } = await import("@pulumi/pulumi/automation");
-    const workspace = await LocalWorkspace.create({ workDir: findProjectRoot(__dirname) });
-    const stack = stackName ?? (await workspace.stack())?.name;
+    const { workspace, stack } = await projectStack(stackName);
     if (!stack) {
         throw new Error("no stack selected: give --endpoint URL, or --stack NAME");
     }
     let outputs: Awaited<ReturnType<typeof workspace.stackOutputs>>;
-    let values: Awaited<ReturnType<typeof workspace.getAllConfig>>;
     try {
-        [outputs, values] = await Promise.all([workspace.stackOutputs(stack), workspace.getAllConfig(stack)]);
+        outputs = await workspace.stackOutputs(stack);
     } catch (error) {
         // The CLI's own words (e.g. "no stack named 'x' found"), not the whole command line.
         const said = String((error as Error).message).match(/^error: (.*)$/m)?.[1];
         throw new Error(`stack ${stack}: ${said ?? (error as Error).message}`);
     }
     const text = (value: unknown) => (typeof value === "string" && value !== "" ? value : undefined);
-    const configured = text(values[`${CONFIG_NAMESPACE}:vllmApiKey`]?.value);
-    const output = text(outputs.apiKey?.value);
-    return {
-        stack,
-        endpoint: text(outputs.endpoint?.value),
-        apiKey: configured ?? output,
-        apiKeyFrom: configured ? `secret ${CONFIG_NAMESPACE}:vllmApiKey` : output ? "output apiKey" : undefined,
-    };
+    const apiKey = text(outputs.apiKey?.value);
+    return { stack, endpoint: text(outputs.endpoint?.value), apiKey, apiKeyFrom: apiKey ? "output apiKey" : undefined };
 }
 
 /**
  * The endpoint and key for the command line's arguments. The stack is read when `--stack` is given or
  * `--endpoint` is not. The key: the variable `--api-key-env` names when given and set, else the stack's
- * (its secret vllmApiKey, else its output apiKey), else VLLM_API_KEY.
+ * (its output apiKey), else VLLM_API_KEY.
  */
 export async function resolveTarget(
     args: LoadtestArgs,

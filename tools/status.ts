@@ -4,11 +4,12 @@
  * way `pulumi preview` does (components/observer.ts; nothing on a host changes), and prints what
  * tools/statusReport.ts makes of it. Exit code 0 when serving, 1 when not, 2 when it cannot tell.
  */
-import { LocalWorkspace, Workspace } from "@pulumi/pulumi/automation";
+import { Workspace } from "@pulumi/pulumi/automation";
 import { observeOverSsh } from "../components/observer";
 import { CONFIG_KEYS, CONFIG_NAMESPACE, parseFleetConfig } from "../infra/config";
 import { findProjectRoot } from "../infra/project";
 import { rawConfigValues, resolvePrivateKeyText } from "../infra/program";
+import { projectStack } from "./stack";
 import { StatusReport, statusReport } from "./statusReport";
 
 /** Reads a stack's settings and secrets from `workspace`, then every node, and reports. */
@@ -25,8 +26,7 @@ export async function stackStatus(workspace: Workspace, stackName: string): Prom
 
 async function main(argv: readonly string[]): Promise<number> {
     const stackFlag = argv.indexOf("--stack");
-    const workspace = await LocalWorkspace.create({ workDir: findProjectRoot(__dirname) });
-    const stackName = stackFlag >= 0 ? argv[stackFlag + 1] : (await workspace.stack())?.name;
+    const { workspace, stack: stackName } = await projectStack(stackFlag >= 0 ? argv[stackFlag + 1] : undefined);
     if (!stackName) {
         console.error("no stack selected: npm run status -- --stack NAME");
         return 2;
