@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # Sending side of an image copy, on the first node: `docker save` streamed over the fabric to the
-# receiver of image-receive.sh on the target (fabric-stream.py), with the per-copy secret. Refuses
-# when this node's image is no longer the one the run read (the target would get another id).
+# receiver of image-receive.sh on the target (fabric-stream.py), with the per-copy secret. One save
+# serves every node copied to at once: the first sender starts `docker save` into a file here
+# (detached, so it outlives that sender's session), every sender streams the file as it grows
+# (tail --pid), and the last one out removes it (and stops a save nobody reads any more). A save
+# that failed, or whose saver died without a word (a reboot), is started again. Refuses when this
+# node's image is no longer the one the run read (the target would get another id).
 # Inputs: IMAGE, WANT_ID, TARGET_IP (the receiver's fabric address), PORT, SECRET, FABRIC_STREAM.
 set -euo pipefail
 
@@ -11,4 +15,48 @@ if [ "$have" != "$WANT_ID" ]; then
   exit 1
 fi
 size="$(docker image inspect --format '{{.Size}}' "$IMAGE")"
-FLEET_SECRET="$SECRET" exec python3 -c "$FABRIC_STREAM" send "$TARGET_IP" "$PORT" --size "$size" -- docker save "$IMAGE"
+dir="${TMPDIR:-/var/tmp}/vllm-fleet-images-$(id -u)"
+mkdir -p "$dir"
+chmod 700 "$dir"
+base="$dir/${WANT_ID#sha256:}"
+# Two locks: `lock`, held briefly by whoever decides (start a save, remove it); `readers`, held
+# shared by every sender while it streams, so that a sender can tell it is the last one out.
+exec 8>"$base.lock" 9>"$base.readers"
+flock -x 8
+if [ -s "$base.pid" ]; then
+  saved="$(cat "$base.status" 2>/dev/null || true)"
+  if { [ -n "$saved" ] && [ "$saved" != 0 ]; } || { [ -z "$saved" ] && ! kill -0 "$(cat "$base.pid")" 2>/dev/null; }; then
+    rm -f "$base.tar" "$base.pid" "$base.status" "$base.err"
+  fi
+fi
+if [ ! -s "$base.pid" ]; then
+  : >"$base.tar"
+  # In a session of its own (its pid is its process group's), holding none of the locks; it writes
+  # that pid itself.
+  setsid bash -c 'echo "$$" >"$2.pid.new" && mv "$2.pid.new" "$2.pid"; docker save "$1" >"$2.tar" 2>"$2.err"; echo "$?" >"$2.status"' \
+    _ "$IMAGE" "$base" </dev/null >/dev/null 2>&1 8>&- 9>&- &
+  for _ in $(seq 1 100); do
+    [ -s "$base.pid" ] && break
+    sleep 0.05
+  done
+  [ -s "$base.pid" ] || { echo "docker save of $IMAGE did not start" >&2; exit 1; }
+  echo "saving $IMAGE (once for every node it is copied to now)"
+else
+  echo "streaming the save of $IMAGE that is there or under way"
+fi
+flock -s 9
+flock -u 8
+saver="$(cat "$base.pid")"
+# The stream: the file from its first byte, following it until the saver ends; then the save's own
+# verdict (a failed save must not reach the target as a whole image: no end mark is sent).
+follow='tail -c +1 -s 0.1 --pid="$1" -f "$2.tar" && [ "$(cat "$2.status" 2>/dev/null)" = 0 ] || { echo "docker save failed: $(cat "$2.err" 2>/dev/null)" >&2; exit 1; }'
+status=0
+FLEET_SECRET="$SECRET" python3 -c "$FABRIC_STREAM" send "$TARGET_IP" "$PORT" --size "$size" -- bash -c "$follow" _ "$saver" "$base" || status=$?
+# The last sender out removes the save (stopping it when it still runs: nobody reads it).
+flock -u 9
+flock -x 8
+if flock -xn 9; then
+  kill -- "-$saver" 2>/dev/null || true
+  rm -f "$base.tar" "$base.pid" "$base.status" "$base.err"
+fi
+exit "$status"
