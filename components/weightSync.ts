@@ -4,12 +4,19 @@ import { FleetConfig } from "../infra/config";
 import { ModelDirFacts, parseModelDir, splitSections } from "../infra/facts";
 import { hostCommand } from "./hostCommand";
 import { SparkNode } from "./sparkNode";
-import { scriptProgram } from "./shell";
+import { readScript, scriptProgram } from "./shell";
 
 /** The port of the short-lived rsync daemon on a receiving node (fabric address only). */
 export const RSYNC_PORT = 28730;
 
-/** How many rsync processes send disjoint sets of the model's files at once (weights-send.sh). */
+/** The port of the short-lived bulk receiver on a receiving node (fabric address only). */
+export const WEIGHT_FILES_PORT = 28732;
+
+/** The programs that start the receivers of a weight sync, and that end it (and list the directory). */
+export const WEIGHTS_RECEIVE = ["weights-stop", "weights-receive"];
+export const WEIGHTS_CLOSE = ["model-list", "weights-stop", "weights-close"];
+
+/** How many plain streams carry the files that differ at once (weights-send.sh). */
 export const WEIGHT_STREAMS = 4;
 
 /**
@@ -25,13 +32,14 @@ export function fabricSecret(privateKey: pulumi.Input<string>, purpose: pulumi.I
 }
 
 /**
- * Copies the model directory from the first node to every other node over the fabric (rsync,
- * resumable), before preflight compares the directories, to every receiving node at once (one
- * chain of steps per node, none waiting for another's). On each receiving node: an rsync daemon
- * bound to its fabric address, writable by the first node only with a per-node secret; the first
- * node pushes, in up to WEIGHT_STREAMS rsync processes over disjoint sets of files at once; the
- * daemon stops and the directory is listed again. Runs again when the first node's model directory
- * changes.
+ * Copies the model directory from the first node to every other node over the fabric (resumable),
+ * before preflight compares the directories, to every receiving node at once (one chain of steps
+ * per node, none waiting for another's). On each receiving node: a bulk receiver and an rsync
+ * daemon, bound to its fabric address, writable by the first node only with a per-node secret
+ * (weights-receive.sh); the first node finds the files that differ with rsync's quick check, sends
+ * them in up to WEIGHT_STREAMS plain streams at once, and lets one rsync pass do the rest
+ * (weights-send.sh); the receivers stop and the directory is listed again. Runs again when the
+ * first node's model directory changes.
  *
  * Returns, by node name, the model directory as it is after the sync.
  */
@@ -46,6 +54,7 @@ export function syncWeights(
     if (!source) {
         return synced;
     }
+    const common = { MODEL_PATH: config.model.path, PORT: RSYNC_PORT, FILES_PORT: WEIGHT_FILES_PORT, FABRIC_STREAM: readScript("fabric-stream.py") };
     const sourceModel = source.facts.apply((facts) => JSON.stringify({ files: facts.model.files, config: facts.model.configSha256 }));
     for (const target of targets) {
         const secret = fabricSecret(privateKey, `weights ${target.nodeName}`);
@@ -57,9 +66,9 @@ export function syncWeights(
             {
                 connection: target.connection,
                 create: pulumi.all([addresses, secret]).apply(([[from, to], key]) =>
-                    scriptProgram("weights-receive", { MODEL_PATH: config.model.path, BIND_IP: to.ip, SENDER_IP: from.ip, PORT: RSYNC_PORT, SECRET: key }),
+                    scriptProgram(WEIGHTS_RECEIVE, { ...common, BIND_IP: to.ip, SENDER_IP: from.ip, SECRET: key }),
                 ),
-                delete: scriptProgram(["model-list", "weights-close"], { MODEL_PATH: config.model.path, PORT: RSYNC_PORT }),
+                delete: scriptProgram(WEIGHTS_CLOSE, { MODEL_PATH: config.model.path, PORT: RSYNC_PORT }),
                 triggers: [sourceModel],
             },
             options,
@@ -70,7 +79,7 @@ export function syncWeights(
             {
                 connection: source.connection,
                 create: pulumi.all([addresses, secret]).apply(([[, to], key]) =>
-                    scriptProgram("weights-send", { MODEL_PATH: config.model.path, TARGET_IP: to.ip, PORT: RSYNC_PORT, SECRET: key, STREAMS: WEIGHT_STREAMS }),
+                    scriptProgram("weights-send", { ...common, TARGET_IP: to.ip, SECRET: key, STREAMS: WEIGHT_STREAMS }),
                 ),
                 triggers: [sourceModel],
             },
@@ -81,7 +90,7 @@ export function syncWeights(
             `${target.nodeName}-weights-close`,
             {
                 connection: target.connection,
-                create: scriptProgram(["model-list", "weights-close"], { MODEL_PATH: config.model.path, PORT: RSYNC_PORT }),
+                create: scriptProgram(WEIGHTS_CLOSE, { MODEL_PATH: config.model.path, PORT: RSYNC_PORT }),
                 triggers: [send.stdout],
             },
             { ...options, dependsOn: [send.resource] },

@@ -18,18 +18,42 @@ A byte stream from one node to another over the fabric, nothing through the oper
       receiver's verdict (its COMMAND's status). Exit 0 only when the receiver's COMMAND succeeded
       or it had the data already.
 
-Both print a progress line every FLEET_PROGRESS_SECONDS (2) and a last line
-`stream-sent|stream-received bytes=N millis=M` (or `stream-skipped`). No state on disk.
-Standard library only (python3 is on every DGX OS and simulated node).
+  receive-files BIND_IP PORT SENDER_IP DIR
+      Files into DIR over one or more connections from SENDER_IP (each authenticated as above):
+      for each file the sender names (relative, inside DIR), its size and modification time, the
+      receiver answers the offset it has already (a partial file of that very size and time, left by
+      a broken transfer), takes the rest into DIR/.NAME.SIZE-MTIME.fleet-part and, when whole, gives
+      it the sender's mode and time and renames it to NAME. Ends when every connection the sender
+      announced has said END (exit 0; then no part is of use any more, and any left from earlier
+      transfers is removed), or when no connection was open for FLEET_WAIT_SECONDS
+      (exit 3 after a broken one, 4 when no sender came).
+  send-files TARGET_IP PORT DIR [--streams K]
+      Of the files of DIR named on standard input (one relative path a line; a link stands for the
+      file it points to; a name that is not a regular file here is left out, saying so), asks the receiver which it lacks or has with
+      another size or time (rsync's quick check), and sends those over K connections
+      at once (default 4; at most one per file), each file whole on one connection, the largest
+      first to the connection with the fewest bytes so far; the bytes go from the page cache to the
+      socket (sendfile). Exit 0 when every file arrived whole.
+
+All print a progress line every FLEET_PROGRESS_SECONDS (2) and a last line
+`stream-sent|stream-received bytes=N millis=M` (`files-sent|files-received files=F bytes=N
+millis=M`; or `stream-skipped`). No state on disk but the files received and their partial parts.
+Standard library only (python3 is on every DGX OS and simulated node). Simpler than rsync: a file
+is checked by its size and time only (rsync's quick check), and a partial part is continued, not
+compared; TCP's checksum is the only one on the bytes.
 """
 import hashlib
 import hmac
+import json
 import os
+import re
 import select
 import socket
+import stat
 import struct
 import subprocess
 import sys
+import threading
 import time
 
 CHUNK = 1 << 20
@@ -99,15 +123,22 @@ class Progress:
         self.start = time.monotonic()
         self.next = self.start + env_seconds("FLEET_PROGRESS_SECONDS", 2)
         self.bytes = 0
+        self.lock = threading.Lock()
 
     def add(self, count):
-        self.bytes += count
-        now = time.monotonic()
-        if now >= self.next:
+        with self.lock:
+            self.bytes += count
+            now = time.monotonic()
+            if now < self.next:
+                return
             self.next = now + env_seconds("FLEET_PROGRESS_SECONDS", 2)
             rate = self.bytes / max(now - self.start, 1e-6) / 2**20
             share = f" of {self.size / 2**20:.0f} MiB ({100 * self.bytes / self.size:.0f}%)" if self.size else ""
             say(f"progress {self.verb} {self.bytes / 2**20:.0f} MiB{share}, {rate:.0f} MiB/s")
+
+    def summary(self):
+        millis = self.millis()
+        return f"bytes={self.bytes} millis={millis} MiBps={self.bytes / max(millis, 1) * 1000 / 2**20:.1f}"
 
     def millis(self):
         return int((time.monotonic() - self.start) * 1000)
@@ -118,6 +149,27 @@ def controller_gone():
     poller = select.poll()
     poller.register(1, select.POLLERR | select.POLLHUP)
     return any(event & (select.POLLERR | select.POLLHUP) for _, event in poller.poll(0))
+
+
+def greet_sender(conn, address, sender_ip, secret, have):
+    """The handshake of the receiving side; the connection, or None when refused (said why)."""
+    if address != sender_ip:
+        sys.stderr.write(f"refused a connection from {address} (only {sender_ip} may send)\n")
+        conn.close()
+        return None
+    conn.settimeout(30)
+    try:
+        nonce = os.urandom(16).hex().encode()
+        conn.sendall(MAGIC + b" " + nonce + b"\n")
+        their_nonce, _, proof = read_line(conn).partition(b" ")
+        if not hmac.compare_digest(proof, mac(secret, b"sender", nonce)) or len(their_nonce) != 32:
+            raise ConnectionError("the sender does not know the secret")
+        conn.sendall(mac(secret, b"receiver", their_nonce) + (b" HAVE\n" if have else b" SEND\n"))
+        return conn
+    except (ConnectionError, OSError) as error:
+        sys.stderr.write(f"refused a sender from {address}: {error}\n")
+        conn.close()
+        return None
 
 
 def accept_sender(server, sender_ip, secret, have, deadline):
@@ -132,22 +184,9 @@ def accept_sender(server, sender_ip, secret, have, deadline):
             conn, (address, _) = server.accept()
         except socket.timeout:
             continue
-        if address != sender_ip:
-            sys.stderr.write(f"refused a connection from {address} (only {sender_ip} may send)\n")
-            conn.close()
-            continue
-        conn.settimeout(30)
-        try:
-            nonce = os.urandom(16).hex().encode()
-            conn.sendall(MAGIC + b" " + nonce + b"\n")
-            their_nonce, _, proof = read_line(conn).partition(b" ")
-            if not hmac.compare_digest(proof, mac(secret, b"sender", nonce)) or len(their_nonce) != 32:
-                raise ConnectionError("the sender does not know the secret")
-            conn.sendall(mac(secret, b"receiver", their_nonce) + (b" HAVE\n" if have else b" SEND\n"))
+        conn = greet_sender(conn, address, sender_ip, secret, have)
+        if conn is not None:
             return conn
-        except (ConnectionError, OSError) as error:
-            sys.stderr.write(f"refused a sender from {address}: {error}\n")
-            conn.close()
 
 
 def receive(args):
@@ -214,8 +253,7 @@ def receive(args):
     except OSError:
         pass
     conn.close()
-    millis = progress.millis()
-    say(f"stream-received bytes={progress.bytes} millis={millis} MiBps={progress.bytes / max(millis, 1) * 1000 / 2**20:.1f}")
+    say(f"stream-received {progress.summary()}")
     return status
 
 
@@ -229,10 +267,8 @@ def connect(target_ip, port, deadline):
             time.sleep(0.2)
 
 
-def send(args):
-    target_ip, port = args[0], int(args[1])
-    size = int(args[args.index("--size") + 1]) if "--size" in args[2:] else None
-    command = args[args.index("--") + 1 :]
+def greet_receiver(target_ip, port):
+    """Connects and does the sending side's handshake: the connection and the receiver's verdict."""
     secret = os.environ["FLEET_SECRET"].encode()
     conn = connect(target_ip, port, time.monotonic() + env_seconds("FLEET_WAIT_SECONDS", 120))
     conn.settimeout(30)
@@ -247,6 +283,14 @@ def send(args):
             raise ConnectionError("the receiver does not know the secret")
     except (ConnectionError, OSError) as error:
         fail(5, f"handshake with {target_ip}:{port} failed: {error}")
+    return conn, verdict
+
+
+def send(args):
+    target_ip, port = args[0], int(args[1])
+    size = int(args[args.index("--size") + 1]) if "--size" in args[2:] else None
+    command = args[args.index("--") + 1 :]
+    conn, verdict = greet_receiver(target_ip, port)
     if verdict == b"HAVE":
         say(f"stream-skipped ({target_ip} has it already)")
         return 0
@@ -290,11 +334,309 @@ def send(args):
     return 0
 
 
-def main(argv):
-    if len(argv) < 3 or argv[0] not in ("receive", "send"):
-        fail(2, "usage: fabric-stream.py receive BIND_IP PORT SENDER_IP [--have] -- COMMAND... | send TARGET_IP PORT [--size BYTES] -- COMMAND...")
-    return receive(argv[1:]) if argv[0] == "receive" else send(argv[1:])
+# --- files: the weight sync's bulk transfer ---------------------------------------------------
 
+PART = ".fleet-part"
+SENDFILE_SLICE = 64 << 20
+
+
+def inside(root, name):
+    """root/name for a relative name that stays inside root (no absolute path, '..', '.', NUL or
+    empty component, no symbolic link leading out), or None."""
+    if not name or name.startswith("/") or "\0" in name:
+        return None
+    if any(part in ("", ".", "..") for part in name.split("/")):
+        return None
+    path = os.path.join(root, name)
+    parent = os.path.realpath(os.path.dirname(path))
+    if parent != root and not parent.startswith(root + os.sep):
+        return None
+    return path
+
+
+def part_of(path, size, mtime_ns):
+    directory, base = os.path.split(path)
+    return os.path.join(directory, f".{base}.{size}-{mtime_ns}{PART}")
+
+
+def drop_stale_parts(path, keep):
+    """Removes the partial parts of path left for another size or time of the file."""
+    directory, base = os.path.split(path)
+    pattern = re.compile(r"\." + re.escape(base) + r"\.\d+-\d+" + re.escape(PART) + "$")
+    for other in os.listdir(directory):
+        if pattern.match(other) and os.path.join(directory, other) != keep:
+            os.unlink(os.path.join(directory, other))
+
+
+def read_exact(conn, length):
+    data = bytearray(length)
+    if recv_exact(conn, memoryview(data)) != length:
+        raise ConnectionError("the connection ended inside a message")
+    return bytes(data)
+
+
+def answer_check(conn, root, length):
+    """The quick check (rsync's): of the files the sender lists with their size and time (JSON,
+    `length` bytes), the indexes of those this directory lacks or has with another size or time."""
+    if length > MAX_FRAME:
+        raise ConnectionError(f"a file list of {length} bytes")
+    need = []
+    for index, (name, size, mtime_ns) in enumerate(json.loads(read_exact(conn, length))):
+        path = inside(root, name)
+        try:
+            status = os.stat(path, follow_symlinks=False) if path else None
+        except OSError:
+            status = None
+        if status is None or not stat.S_ISREG(status.st_mode) or status.st_size != size or status.st_mtime_ns != mtime_ns:
+            need.append(index)
+    reply = json.dumps(need).encode()
+    return f"NEED {len(reply)}\n".encode() + reply
+
+
+def remove_parts(root):
+    """After a whole transfer, a partial part left in root is of a file that changed or went since."""
+    removed = 0
+    for directory, _, names in os.walk(root):
+        for name in names:
+            if name.startswith(".") and name.endswith(PART):
+                os.unlink(os.path.join(directory, name))
+                removed += 1
+    return removed
+
+
+def take_files(conn, root, progress, tally):
+    """Serves one sending connection until its END; returns the number of connections announced."""
+    buffer = bytearray(4 * CHUNK)
+    view = memoryview(buffer)
+    # The bytes go from the socket into the page cache through a pipe (splice: one copy, not two).
+    pipe = os.pipe() if hasattr(os, "splice") else None
+    if pipe:
+        widen_pipe(pipe[1])
+    while True:
+        line = read_line(conn, 8192).decode()
+        verb, *fields = line.split(" ")
+        if verb == "END" and len(fields) == 1:
+            conn.sendall(b"BYE\n")
+            return int(fields[0])
+        if verb == "CHECK" and len(fields) == 1:
+            conn.sendall(answer_check(conn, root, int(fields[0])))
+            continue
+        if verb != "FILE" or len(fields) != 4:
+            raise ConnectionError(f"unexpected line {line[:80]!r}")
+        size, mtime_ns, mode = int(fields[0]), int(fields[1]), int(fields[2], 8)
+        name = bytes.fromhex(fields[3]).decode("utf-8", "surrogateescape")
+        path = inside(root, name)
+        if path is None:
+            conn.sendall(b"REFUSED\n")
+            raise ConnectionError(f"refused the name {name!r}: not a path inside {root}")
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        part = part_of(path, size, mtime_ns)
+        drop_stale_parts(path, part)
+        fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+
+        def move(most):
+            """Up to `most` bytes from the connection into the file; 0 when the connection ended."""
+            if pipe is None:
+                count = conn.recv_into(view[: min(most, len(buffer))])
+                written = 0
+                while written < count:
+                    written += os.write(fd, view[written:count])
+                return count
+            while True:
+                try:
+                    count = os.splice(conn.fileno(), pipe[1], min(most, CHUNK))
+                    break
+                except BlockingIOError:
+                    if not select.select([conn], [], [], conn.gettimeout())[0]:
+                        raise socket.timeout(f"nothing came for {conn.gettimeout():.0f} s")
+            written = 0
+            while written < count:
+                written += os.splice(pipe[0], fd, count - written)
+            return count
+
+        try:
+            offset = os.fstat(fd).st_size
+            if offset > size:
+                os.ftruncate(fd, 0)
+                offset = 0
+            os.lseek(fd, offset, os.SEEK_SET)
+            conn.sendall(f"FROM {offset}\n".encode())
+            left = size - offset
+            while left:
+                count = move(left)
+                if count == 0:
+                    raise ConnectionError(f"the connection ended inside {name} at {size - left} of {size} bytes (the part is kept for the next run)")
+                left -= count
+                progress.add(count)
+            os.fchmod(fd, mode & 0o7777)
+        finally:
+            os.close(fd)
+        os.utime(part, ns=(mtime_ns, mtime_ns))
+        os.replace(part, path)
+        conn.sendall(b"OK\n")
+        with progress.lock:
+            tally["files"] += 1
+
+
+def receive_files(args):
+    bind_ip, port, sender_ip, root = args[0], int(args[1]), args[2], os.path.realpath(args[3])
+    secret = os.environ["FLEET_SECRET"].encode()
+    wait = env_seconds("FLEET_WAIT_SECONDS", 120)
+    server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    server.bind((bind_ip, port))
+    server.listen(16)
+    say(f"receiving files into {root} on {bind_ip}:{port} from {sender_ip}")
+    progress = Progress("received")
+    tally = {"files": 0, "announced": None, "ended": 0, "active": 0, "broken": None, "idle_since": time.monotonic()}
+
+    def serve(conn):
+        try:
+            conn.settimeout(env_seconds("FLEET_IDLE_SECONDS", 120))
+            conn.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+            announced = take_files(conn, root, progress, tally)
+            with progress.lock:
+                tally["announced"] = announced
+                tally["ended"] += 1
+        except (ConnectionError, OSError, ValueError) as error:
+            sys.stderr.write(f"a sending connection broke: {error}\n")
+            with progress.lock:
+                tally["broken"] = str(error)
+        finally:
+            conn.close()
+            with progress.lock:
+                tally["active"] -= 1
+                tally["idle_since"] = time.monotonic()
+
+    while True:
+        with progress.lock:
+            if tally["announced"] is not None and tally["ended"] >= tally["announced"]:
+                break
+            if tally["active"] == 0 and time.monotonic() - tally["idle_since"] > wait:
+                if tally["broken"]:
+                    fail(3, f"files broken: {tally['broken']}; no sender came back within {wait:.0f} s")
+                fail(4, f"no sender from {sender_ip} within {wait:.0f} s")
+        server.settimeout(0.1)
+        try:
+            conn, (address, _) = server.accept()
+        except socket.timeout:
+            continue
+        conn = greet_sender(conn, address, sender_ip, secret, False)
+        if conn is None:
+            continue
+        with progress.lock:
+            if tally["active"] == 0 and tally["ended"] == 0 and tally["broken"] is None:
+                progress.start = time.monotonic()  # timed from the first sender, not from listening
+            tally["active"] += 1
+        threading.Thread(target=serve, args=(conn,), daemon=True).start()
+    server.close()
+    stale = remove_parts(root)
+    say(f"files-received files={tally['files']} {progress.summary()}" + (f" stale-parts-removed={stale}" if stale else ""))
+    return 0
+
+
+def send_files(args):
+    target_ip, port, root = args[0], int(args[1]), args[2]
+    streams = int(args[args.index("--streams") + 1]) if "--streams" in args[3:] else 4
+    listed = []
+    for raw in sys.stdin.buffer.read().split(b"\n"):
+        if not raw.strip():
+            continue
+        name = raw.decode("utf-8", "surrogateescape")
+        try:
+            status = os.stat(os.path.join(root, name))  # a link: the file it points to
+        except OSError as error:
+            status = error
+        if isinstance(status, OSError) or not stat.S_ISREG(status.st_mode):
+            say(f"left for later: {name} ({status if isinstance(status, OSError) else 'not a regular file'})")
+            continue
+        listed.append((name, status))
+    # The quick check on the first connection, which then carries files too.
+    first, _ = greet_receiver(target_ip, port)
+    idle = env_seconds("FLEET_IDLE_SECONDS", 120)
+    try:
+        first.settimeout(idle)
+        names = json.dumps([[name.encode("utf-8", "surrogateescape").decode("utf-8", "replace"), status.st_size, status.st_mtime_ns] for name, status in listed]).encode()
+        first.sendall(f"CHECK {len(names)}\n".encode() + names)
+        verb, _, length = read_line(first).decode().partition(" ")
+        if verb != "NEED":
+            raise ConnectionError("the receiver did not answer the file list")
+        files = [listed[index] for index in json.loads(read_exact(first, int(length)))]
+    except (ConnectionError, OSError, ValueError) as error:
+        first.close()
+        fail(3, f"the quick check with {target_ip}:{port} failed: {error}")
+    say(f"{len(files)} of {len(listed)} files differ on {target_ip}")
+    files.sort(key=lambda entry: -entry[1].st_size)
+    count = max(1, min(streams, len(files)))
+    sets = [[] for _ in range(count)]
+    loads = [0] * count
+    for entry in files:
+        best = loads.index(min(loads))
+        sets[best].append(entry)
+        loads[best] += entry[1].st_size
+    progress = Progress("sent", sum(loads) or None)
+    errors = [None] * count
+
+    def stream(index):
+        if index == 0:
+            conn = first
+        else:
+            try:
+                conn, _ = greet_receiver(target_ip, port)
+            except SystemExit:
+                errors[index] = "no handshake"
+                return
+        try:
+            conn.settimeout(idle)
+            conn.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)
+            for name, status in sets[index]:
+                size = status.st_size
+                encoded = name.encode("utf-8", "surrogateescape").hex()
+                conn.sendall(f"FILE {size} {status.st_mtime_ns} {stat.S_IMODE(status.st_mode):o} {encoded}\n".encode())
+                verb, _, value = read_line(conn).decode().partition(" ")
+                if verb != "FROM":
+                    raise ConnectionError(f"the receiver refused {name}")
+                offset = int(value)
+                with open(os.path.join(root, name), "rb") as source:
+                    while offset < size:
+                        sent = conn.sendfile(source, offset, min(SENDFILE_SLICE, size - offset))
+                        if sent == 0:
+                            raise ConnectionError(f"{name} shrank while it was sent")
+                        offset += sent
+                        progress.add(sent)
+                if read_line(conn) != b"OK":
+                    raise ConnectionError(f"the receiver did not take {name}")
+            conn.sendall(f"END {count}\n".encode())
+            if read_line(conn) != b"BYE":
+                raise ConnectionError("the receiver did not end the connection")
+        except (ConnectionError, OSError, ValueError) as error:
+            errors[index] = str(error)
+        finally:
+            conn.close()
+
+    threads = [threading.Thread(target=stream, args=(index,)) for index in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    failed = [error for error in errors if error]
+    if failed:
+        fail(3, f"files to {target_ip}:{port} broken after {progress.bytes} bytes: {'; '.join(failed)} (the parts received are continued by the next run)")
+    say(f"files-sent files={len(files)} same={len(listed) - len(files)} streams={count} {progress.summary()}")
+    return 0
+
+
+MODES = {"receive": receive, "send": send, "receive-files": receive_files, "send-files": send_files}
+USAGE = (
+    "usage: fabric-stream.py receive BIND_IP PORT SENDER_IP [--have] -- COMMAND... | send TARGET_IP PORT [--size BYTES] -- COMMAND..."
+    " | receive-files BIND_IP PORT SENDER_IP DIR | send-files TARGET_IP PORT DIR [--streams K] < NAMES"
+)
+
+
+def main(argv):
+    if len(argv) < 3 or argv[0] not in MODES:
+        fail(2, USAGE)
+    return MODES[argv[0]](argv[1:])
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

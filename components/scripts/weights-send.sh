@@ -1,43 +1,44 @@
 #!/usr/bin/env bash
-# Sending side of a weight sync, on the first node: rsync of the model directory to the receiving
-# node's daemon over the fabric. One rsync stream is bound by its own CPU (checksums, one process a
-# side) long before a fabric link is full, so the files are split by size into up to STREAMS
-# disjoint sets sent at once, the largest first; then one last rsync over the whole directory
-# catches the rest (directories, deletions) and finds the big files done. Resumable: partial files
-# are kept and continued on the next run.
-# Inputs: MODEL_PATH, TARGET_IP (the receiver's fabric address), PORT, SECRET, STREAMS.
+# Sending side of a weight sync, on the first node, to the receivers of weights-receive.sh on the
+# target's fabric address. rsync is bound by its own per-byte work (checksums, one process a side)
+# long before a fabric link is full, so the bytes go two ways at once:
+#   - files of BULK_MIN bytes or more: fabric-stream.py send-files. The receiver says which it
+#     lacks or has with another size or time (rsync's quick check); those go in STREAMS plain
+#     streams at once (sendfile from the page cache, each file whole on one stream, the largest
+#     first; a part left by a broken run is continued, and stale parts are removed at the end);
+#   - everything else: one rsync over the whole directory, skipping those files (--max-size): the
+#     small files, directories and deletions.
+# Links are followed (a node gets the content a link points to, as a file or directory): a model
+# directory is read, never written, and a link leading out of it (a Hugging Face cache snapshot's
+# into its blobs) would point at nothing on the receiving node.
+# Resumable: a broken run leaves the parts received, and the next run continues them.
+# Inputs: MODEL_PATH, TARGET_IP (the receiver's fabric address), PORT (rsync), FILES_PORT, SECRET,
+# STREAMS, FABRIC_STREAM.
 set -euo pipefail
 
+readonly BULK_MIN=1048576
 export RSYNC_PASSWORD="$SECRET"
 url="rsync://fleet@$TARGET_IP:$PORT/model/"
 start_ns=$(date +%s%N)
-lists="$(mktemp -d)"
-trap 'rm -rf "$lists"' EXIT
-# Greedy split: each file (largest first) to the set with the fewest bytes so far.
-(cd "$MODEL_PATH" && find . -type f -printf '%s %P\n') | sort -rn |
-  awk -v k="$STREAMS" -v dir="$lists" '{
-    best = 0; for (i = 1; i < k; i++) if (load[i] < load[best]) best = i
-    load[best] += $1; sub(/^[0-9]+ /, ""); print > (dir "/set." best)
-  }'
-# Progress lines (every ~10 % of each stream) and the statistics go to the output.
-stream() { # name log rsync-args...
-  local name="$1" log="$2"
-  shift 2
-  rsync -a --partial --no-inc-recursive --info=progress2,stats1 "$@" "$MODEL_PATH/" "$url" 2>&1 |
-    tr '\r' '\n' |
-    awk -v name="$name" '/%/ { p = $2 + 0; if (p >= next_p) { print "progress", name, $0; fflush(); next_p = p + 10 } next } NF { print name ": " $0; fflush() }' |
-    tee "$log"
-}
-pids=()
-for set in "$lists"/set.*; do
-  [ -e "$set" ] || continue
-  stream "stream ${set##*.}" "$set.log" --files-from="$set" &
-  pids+=("$!")
-done
-streams=${#pids[@]}
-status=0
-for pid in "${pids[@]}"; do wait "$pid" || status=$?; done
-[ "$status" = 0 ] || { echo "a weight stream to $TARGET_IP failed (exit $status); the next pulumi up resumes it" >&2; exit "$status"; }
-stream "final" "$lists/final.log" --delete
-bytes=$(cat "$lists"/*.log | awk 'match($0, /sent [0-9,]+ bytes/) { n = substr($0, RSTART + 5, RLENGTH - 11); gsub(/,/, "", n); sum += n } END { printf "%d", sum }')
-echo "weights-synced to $TARGET_IP millis=$((($(date +%s%N) - start_ns) / 1000000)) streams=$streams bytes=$bytes"
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+rsync -a --copy-links --partial --delete --max-size=$((BULK_MIN - 1)) --exclude='.*.fleet-part' --no-inc-recursive --info=stats1 \
+  "$MODEL_PATH/" "$url" >"$work/rest.log" 2>&1 &
+rest=$!
+bulk_status=0
+find -L "$MODEL_PATH" -type f -size +$((BULK_MIN - 1))c ! -name '.*.fleet-part' -printf '%P\n' |
+  FLEET_SECRET="$SECRET" python3 -c "$FABRIC_STREAM" send-files "$TARGET_IP" "$FILES_PORT" "$MODEL_PATH" --streams "$STREAMS" |
+  tee "$work/bulk.log" || bulk_status=$?
+rest_status=0
+wait "$rest" || rest_status=$?
+sed 's/^/rsync: /' "$work/rest.log"
+if [ "$bulk_status" != 0 ] || [ "$rest_status" != 0 ]; then
+  echo "the weight sync to $TARGET_IP failed (files of $BULK_MIN bytes or more: exit $bulk_status; rsync of the rest: exit $rest_status); the next pulumi up continues it" >&2
+  exit 1
+fi
+bulk="$(grep -o 'files-sent files=[0-9]* same=[0-9]* streams=[0-9]* bytes=[0-9]*' "$work/bulk.log" | tail -n 1)"
+[ -n "$bulk" ] || { echo "the bulk transfer to $TARGET_IP said nothing of its end" >&2; exit 1; }
+streams="${bulk#*streams=}" && streams="${streams%% *}"
+bulk_bytes="${bulk##*bytes=}"
+rsync_bytes=$(awk 'match($0, /sent [0-9,]+ bytes/) { n = substr($0, RSTART + 5, RLENGTH - 11); gsub(/,/, "", n); sum += n } END { printf "%d", sum }' "$work/rest.log")
+echo "weights-synced to $TARGET_IP millis=$((($(date +%s%N) - start_ns) / 1000000)) streams=$streams bytes=$((bulk_bytes + rsync_bytes))"

@@ -2,10 +2,11 @@
  * End to end on simulated Sparks: what preflight catches before any container starts (a node whose
  * image differs or is missing, a node missing a weight file, a model that cannot fit), and what
  * fixes the first two: the image copied node to node over the fabric, to every node that lacks it at
- * once (a broken copy leaves no image and the next up retries it), and the weights by rsync over the
- * fabric. Real SSH and Docker; the GPU, the fabric link and vLLM are stand-ins.
+ * once (a broken copy leaves no image and the next up retries it), and the weights over the fabric
+ * (the big files in plain streams, continuing a part a broken run left; rsync for the rest). Real
+ * SSH, Docker and rsync; the GPU, the fabric link and vLLM are stand-ins.
  */
-import { execFile } from "child_process";
+import { execFile, execSync } from "child_process";
 import { promisify } from "util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { EngineEvent, Stack } from "@pulumi/pulumi/automation";
@@ -57,6 +58,16 @@ async function onNodeAsync(node: SimNode, command: string): Promise<string> {
     return stdout;
 }
 
+/** The standard output of a step (a command resource) as the stack's state keeps it (secret or not). */
+function stdoutOf(exported: { deployment: { resources: { urn: string; outputs?: Record<string, unknown> }[] } }, resource: string): string {
+    const value = exported.deployment.resources.find((candidate) => candidate.urn.endsWith(`::${resource}`))?.outputs?.stdout;
+    if (typeof value === "string") {
+        return value;
+    }
+    const plaintext = (value as { plaintext?: unknown } | undefined)?.plaintext;
+    return typeof plaintext === "string" ? (JSON.parse(plaintext) as string) : "";
+}
+
 /** Bytes sent so far on a node's interface. */
 function txBytes(node: SimNode, iface: string): number {
     return Number(onNode(node, `cat /sys/class/net/${iface}/statistics/tx_bytes`).trim());
@@ -100,13 +111,20 @@ describe("preflight, and the image copy node to node over the fabric, on 3 simul
         const before = { mgmt: txBytes(source, mgmtIface), fabric: txBytes(source, source.fabricIface) };
         // While the up runs: both receivers load at the same time; once the third node has taken in
         // 20 MB, its sender on the first node is killed (by pid), mid-stream.
+        // One `docker save` on the first node serves both.
         let bothAtOnce = false;
         let killed = "";
         let polling = true;
+        let saves = 0;
         const poll = (async () => {
             const loading = "pid=$(pgrep -x -f 'docker load' | head -n 1); [ -n \"$pid\" ] && awk '/^rchar/ {print $2}' /proc/$pid/io || echo 0";
             while (polling && !killed) {
-                const [second, third] = await Promise.all([onNodeAsync(drifted, loading), onNodeAsync(empty, loading)]);
+                const [second, third, saving] = await Promise.all([
+                    onNodeAsync(drifted, loading),
+                    onNodeAsync(empty, loading),
+                    onNodeAsync(source, `pgrep -c -x -f 'docker save ${cluster.workloadImage}' || true`),
+                ]);
+                saves = Math.max(saves, Number(saving));
                 bothAtOnce ||= Number(second) > 0 && Number(third) > 0;
                 if (Number(third) > 20e6) {
                     killed = await onNodeAsync(source, `pid=$(pgrep -f 'send ${empty.fabricIp} 28731' | head -n 1); [ -n "$pid" ] && pkill -9 -P "$pid"; kill -9 "$pid" && echo "$pid"`);
@@ -119,6 +137,7 @@ describe("preflight, and the image copy node to node over the fabric, on 3 simul
         await poll;
         expect(killed.trim()).toMatch(/^\d+$/);
         expect(bothAtOnce).toBe(true);
+        expect(saves).toBe(1);
         expect(broken).toMatch(/spark3|stream/);
         // No wrong image, no half-loaded one: the tag is absent on the node whose copy broke ...
         expect(() => imageId(cluster, 2)).toThrow();
@@ -136,6 +155,8 @@ describe("preflight, and the image copy node to node over the fabric, on 3 simul
         const up = await stack.up();
         expect(up.summary.result).toBe("succeeded");
         expect(cluster.nodes.map((_, index) => imageId(cluster, index))).toEqual([original, original, original]);
+        // The last sender out removed the save.
+        expect(onNode(source, "find /var/tmp -path '*vllm-fleet-images-*' -name '*.tar'").trim()).toBe("");
         const state = JSON.stringify(await stack.exportStack());
         const copied = /image-copied [^"\\]+ bytes=(\d+) millis=(\d+)/.exec(state);
         expect(copied).not.toBeNull();
@@ -153,7 +174,7 @@ describe("preflight, and the image copy node to node over the fabric, on 3 simul
         await stack.destroy();
     });
 
-    it("refuses a node missing weight files, naming the first, then fixes both by rsync over the fabric, at once, in parallel streams", async () => {
+    it("refuses a node missing weight files, naming the first, then fixes both over the fabric, at once, in parallel streams; a later change continues a part and deletes what went", async () => {
         onNode(cluster.nodes[1], `rm ${MODEL_DIR}/model-00001-of-00001.safetensors`);
         // Something worth timing: 4 × 64 MiB that only the first node has (disjoint sets, one per stream).
         onNode(
@@ -176,8 +197,15 @@ describe("preflight, and the image copy node to node over the fabric, on 3 simul
         // The fabric carried it: the daemon on each receiving node listened on its fabric address only.
         const state = JSON.stringify(await stack.exportStack());
         for (const node of cluster.nodes.slice(1)) {
-            expect(state).toContain(`receiving into ${MODEL_DIR} on ${node.fabricIp}:28730`);
+            expect(state).toContain(`receiving into ${MODEL_DIR} on ${node.fabricIp}:28730 (rsync) and ${node.fabricIp}:28732 (bulk)`);
             expect(state).toMatch(new RegExp(`weights-synced to ${node.fabricIp.replace(/\./g, "\\.")} millis=\\d+ streams=4 bytes=\\d+`));
+        }
+        // The files of 1 MiB or more went in the plain streams, to each node: the 4 new ones and the
+        // model file (spark2 lacked it; spark3's was written at another time, which the quick check sees).
+        const exported = await stack.exportStack();
+        for (const node of ["spark2", "spark3"]) {
+            expect(stdoutOf(exported, `${node}-weights-send`)).toMatch(/files-sent files=5 same=0 streams=4 bytes=269484032 /);
+            expect(stdoutOf(exported, `${node}-weights-close`)).toMatch(/files-received files=5 bytes=269484032 /);
         }
         const synced = new RegExp(`weights-synced to ${cluster.nodes[1].fabricIp.replace(/\./g, "\\.")} millis=(\\d+) streams=(\\d+) bytes=(\\d+)`).exec(state);
         const bytes = Number(synced![3]);
@@ -191,6 +219,38 @@ describe("preflight, and the image copy node to node over the fabric, on 3 simul
         // A second up changes nothing and copies nothing.
         const again = await stack.up({ expectNoChanges: true });
         expect(Object.keys(again.summary.resourceChanges ?? {})).toEqual(["same"]);
+
+        // The first node's directory changes: a new 32 MiB file, a small one and a link to it; one file goes.
+        // On spark2 a broken earlier run left the first 8 MiB of the new file (its part is named by
+        // the file's size and time), a part of a file that is gone, and a file the first node never had.
+        onNode(
+            cluster.nodes[0],
+            `cd ${MODEL_DIR} && head -c 33554432 /dev/urandom > weights-new.safetensors && echo '{}' > extra.json && ln -s extra.json link.json && rm weights-extra-4.safetensors && chown -h spark weights-new.safetensors extra.json link.json`,
+        );
+        const [size, mtimeNs] = onNode(cluster.nodes[0], `python3 -c 'import os; s = os.stat("${MODEL_DIR}/weights-new.safetensors"); print(s.st_size, s.st_mtime_ns)'`).trim().split(" ");
+        const part = `${MODEL_DIR}/.weights-new.safetensors.${size}-${mtimeNs}.fleet-part`;
+        execSync(`docker exec ${cluster.nodes[0].name} head -c 8388608 ${MODEL_DIR}/weights-new.safetensors | docker exec -i ${cluster.nodes[1].name} sh -c 'cat > ${part}'`);
+        onNode(
+            cluster.nodes[1],
+            `cd ${MODEL_DIR} && echo old > .weights-gone.safetensors.5-1.fleet-part && echo stray > stray.bin && chown spark .*.fleet-part stray.bin`,
+        );
+        const changed = await stack.up();
+        expect(changed.summary.result).toBe("succeeded");
+        const tree = (index: number) =>
+            onNode(cluster.nodes[index], `cd ${MODEL_DIR} && find -L . -mindepth 1 \\( -type f -printf '%y %s %P\\n' \\) -o \\( ! -type f -printf '%y %P\\n' \\) | sort`);
+        expect(tree(1)).toBe(tree(0));
+        expect(tree(2)).toBe(tree(0));
+        // A link is followed: the other nodes get what it points to.
+        expect(tree(1)).toContain("f 3 link.json");
+        expect(onNode(cluster.nodes[1], `find ${MODEL_DIR} -type l`).trim()).toBe("");
+        expect(tree(1)).not.toMatch(/fleet-part|stray\.bin|weights-extra-4/);
+        const same = (index: number) => onNode(cluster.nodes[index], `sha256sum ${MODEL_DIR}/weights-new.safetensors | cut -d' ' -f1`);
+        expect(same(1)).toBe(same(0));
+        const later = await stack.exportStack();
+        // spark2 took only the 24 MiB it lacked; spark3 the whole file.
+        expect(stdoutOf(later, "spark2-weights-send")).toMatch(/files-sent files=1 same=4 streams=1 bytes=25165824 /);
+        expect(stdoutOf(later, "spark3-weights-send")).toMatch(/files-sent files=1 same=4 streams=1 bytes=33554432 /);
+        expect(stdoutOf(later, "spark2-weights-close")).toMatch(/files-received files=1 bytes=25165824 .* stale-parts-removed=1/);
         await stack.destroy();
     });
 

@@ -437,6 +437,8 @@ describe("weight sync", () => {
         const receiveScript = programOf(unsecret(run.byName("spark2-weights-receive").inputs.create));
         expect(receiveScript).toContain("BIND_IP='192.168.200.13'");
         expect(receiveScript).toContain("SENDER_IP='192.168.200.12'");
+        expect(receiveScript).toContain("FILES_PORT='28732'");
+        expect(receiveScript).toContain("stop_weight_receivers");
         const send = run.byName("spark2-weights-send");
         expect(programOf(unsecret(send.inputs.create))).toContain("TARGET_IP='192.168.200.13'");
         expect(unsecret(send.inputs.connection ?? {}).host ?? send.inputs.host).toBe("10.1.230.180");
