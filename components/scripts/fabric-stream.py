@@ -172,6 +172,16 @@ def greet_sender(conn, address, sender_ip, secret, have):
         return None
 
 
+def accept_greeted(server, timeout, sender_ip, secret, have):
+    """The next connection within `timeout` seconds, when it passes the handshake; else None."""
+    server.settimeout(timeout)
+    try:
+        conn, (address, _) = server.accept()
+    except socket.timeout:
+        return None
+    return greet_sender(conn, address, sender_ip, secret, have)
+
+
 def accept_sender(server, sender_ip, secret, have, deadline):
     """The first connection from sender_ip that proves the secret; others are refused and waited past."""
     while True:
@@ -179,12 +189,7 @@ def accept_sender(server, sender_ip, secret, have, deadline):
             fail(4, f"no sender from {sender_ip} within {env_seconds('FLEET_WAIT_SECONDS', 120):.0f} s")
         if controller_gone():
             fail(4, "the controlling session ended before a sender came")
-        server.settimeout(1.0)
-        try:
-            conn, (address, _) = server.accept()
-        except socket.timeout:
-            continue
-        conn = greet_sender(conn, address, sender_ip, secret, have)
+        conn = accept_greeted(server, 1.0, sender_ip, secret, have)
         if conn is not None:
             return conn
 
@@ -516,12 +521,7 @@ def receive_files(args):
                 if tally["broken"]:
                     fail(3, f"files broken: {tally['broken']}; no sender came back within {wait:.0f} s")
                 fail(4, f"no sender from {sender_ip} within {wait:.0f} s")
-        server.settimeout(0.1)
-        try:
-            conn, (address, _) = server.accept()
-        except socket.timeout:
-            continue
-        conn = greet_sender(conn, address, sender_ip, secret, False)
+        conn = accept_greeted(server, 0.1, sender_ip, secret, False)
         if conn is None:
             continue
         with progress.lock:
