@@ -3,8 +3,9 @@
  * of a deployment goes, on simulated Sparks, through the real Pulumi engine (Automation API).
  *
  * For each node count, K rounds of: cold `pulumi up`, `pulumi preview` and `pulumi up` with no
- * change, a vLLM-only change (max-model-len), `pulumi destroy`; and on the largest count a cold
- * `pulumi up --parallel 1` (the sequential baseline of a launcher script). Rounds interleave the node
+ * change, a vLLM-only change (max-model-len), `pulumi destroy`; and a cold `pulumi up --parallel 1`
+ * (the sequential baseline of a launcher script, whose solo step times give the dependency graph's
+ * bound; with the CPU-seconds over the cores, the floor a cold up is judged against). Rounds interleave the node
  * counts so that drift of the machine hits all alike; ratios are taken between medians of one run of
  * the benchmark. A time is that of the `pulumi` command (start to its last output); the Automation
  * API's follow-up commands are recorded apart. Every up's engine events become a timeline (critical
@@ -12,10 +13,10 @@
  * each node, once (sshd's log: one session per node), a vLLM-only change leaves every Ray container as it
  * was (id and start time).
  *
- * Before the rounds, on the smallest cluster, the copies over the fabric between its first two nodes
- * (measureFabric): raw TCP, `docker save` alone, the image copy and the weight sync with the
- * product's scripts, as ratios to raw TCP, and the image bytes that crossed this machine
- * (`--fabric-only`: only that part).
+ * Before the rounds, on the smallest cluster while it is alone on the machine, the copies over the fabric between its first two nodes
+ * (measureFabric): raw TCP, `docker save` and `docker load` alone, the image copy through this
+ * machine (the way before), the image copy and the weight sync with the product's scripts, as
+ * ratios to raw TCP, and the image bytes that crossed this machine (`--fabric-only`: only that part).
  *
  * Writes DIR (default bench-report/): report.json, report.md, timeline-<N>nodes{,-parallel1,-noop,
  * -vllm-change}.svg (the median run of each), timeline-<N>nodes{,-parallel1}-run<k>.svg (every cold
@@ -35,10 +36,10 @@ import { EngineEventLike, Timeline, buildTimeline, formatTimelineSummary, longes
 import { SimCluster, onNode, putTinyModel, simDown, simStackConfig, simUp, tempWorkspace } from "../e2e/simCluster";
 import { programsOnStdin, readScript, runFromStdin, scriptProgram } from "../../components/shell";
 import { IMAGE_COPY_PORT } from "../../components/sparkNode";
-import { RSYNC_PORT, WEIGHT_STREAMS } from "../../components/weightSync";
-import { FabricThroughput, fabricTargets, renderFabric } from "./report";
+import { RSYNC_PORT, WEIGHTS_CLOSE, WEIGHTS_RECEIVE, WEIGHT_FILES_PORT, WEIGHT_STREAMS } from "../../components/weightSync";
+import { FabricThroughput, Transfer, fabricTargets, mibPerSecond, renderFabric } from "./report";
 import { LoadtestReport, formatLoadtestTable, runLoadtest, writeLoadtestOutputs } from "../../tools/loadtest";
-import { Check, CpuUse, OPERATION_LABELS, Operation, Sample, TargetResult, UpTimeline, evaluateTargets, median, mediansByNodes, renderMarkdown } from "./report";
+import { Check, CpuUse, Floor, OPERATION_LABELS, Operation, Sample, TargetResult, UpTimeline, droppedTargets, evaluateTargets, median, mediansByNodes, renderMarkdown } from "./report";
 
 const MODEL_DIR = "/home/spark/models/tiny-moe";
 /** The attention heads of the model putTinyModel writes. */
@@ -129,21 +130,30 @@ function snapshotHosts(cluster: SimCluster): HostSnapshot {
     return { sshLogins, rayContainers };
 }
 
+/** The arguments of this machine's ssh to a simulated node, as the builtin runner logs in. */
+function sshArgs(cluster: SimCluster, index: number): string[] {
+    const node = cluster.nodes[index];
+    return [
+        "-i", cluster.sshPrivateKeyPath, "-p", String(node.sshPort),
+        "-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes", "-o", "StrictHostKeyChecking=no",
+        "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR", `${cluster.sshUser}@${node.sshHost}`,
+    ];
+}
+
 /** Median seconds of a plain SSH login that runs `true` on node 0 (what every step pays at least once). */
 function sshRoundTripSeconds(cluster: SimCluster): number {
-    const node = cluster.nodes[0];
     const times: number[] = [];
     for (let attempt = 0; attempt < 5; attempt++) {
         const start = process.hrtime.bigint();
-        execFileSync("ssh", [
-            "-i", cluster.sshPrivateKeyPath, "-p", String(node.sshPort),
-            "-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes", "-o", "StrictHostKeyChecking=no",
-            "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR",
-            `${cluster.sshUser}@${node.sshHost}`, "true",
-        ]);
+        execFileSync("ssh", [...sshArgs(cluster, 0), "true"]);
         times.push(Number(process.hrtime.bigint() - start) / 1e9);
     }
     return median(times);
+}
+
+/** The transfer of median throughput (an odd count: the middle one). */
+function medianTransfer<T extends Transfer>(transfers: T[]): T {
+    return [...transfers].sort((a, b) => mibPerSecond(a) - mibPerSecond(b))[Math.floor(transfers.length / 2)];
 }
 
 /** Plain TCP over the fabric: one python3 socket stream of zeros, 1 MiB writes, timed by the receiver. */
@@ -175,15 +185,9 @@ async function inNode(name: string, command: string): Promise<string> {
 
 /** A program run on a node as the builtin runner runs it (ssh, the programs on stdin), counting the bytes through this machine. */
 function overSsh(cluster: SimCluster, index: number, program: string): Promise<{ code: number | null; stdout: string; stderr: string; bytes: number }> {
-    const node = cluster.nodes[index];
     return new Promise((resolve) => {
         const input = programsOnStdin({ create: program });
-        const child = spawn("ssh", [
-            "-i", cluster.sshPrivateKeyPath, "-p", String(node.sshPort),
-            "-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes", "-o", "StrictHostKeyChecking=no",
-            "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR",
-            `${cluster.sshUser}@${node.sshHost}`, "--", runFromStdin("create"),
-        ]);
+        const child = spawn("ssh", [...sshArgs(cluster, index), "--", runFromStdin("create")]);
         let stdout = "";
         let stderr = "";
         let bytes = Buffer.byteLength(input);
@@ -200,30 +204,59 @@ function overSsh(cluster: SimCluster, index: number, program: string): Promise<{
     });
 }
 
+/** Seconds a shell command takes, run on this machine; throws when it fails. */
+async function timed(command: string): Promise<number> {
+    const start = process.hrtime.bigint();
+    await execAsync("bash", ["-o", "pipefail", "-c", command], { maxBuffer: 16 * 1024 * 1024, timeout: 600_000 });
+    return Number(process.hrtime.bigint() - start) / 1e9;
+}
+
 function txBytes(node: string, iface: string): number {
     return Number(execFileSync("docker", ["exec", node, "cat", `/sys/class/net/${iface}/statistics/tx_bytes`], { encoding: "utf8" }).trim());
 }
 
 /**
- * The copies over the fabric between the first two nodes: raw TCP (the limit), `docker save` alone,
- * the image copy and the weight sync with the product's own scripts, started over SSH as the
- * builtin runner starts them; and the bytes of the image copy that crossed this machine.
+ * The copies over the fabric between the first two nodes: raw TCP (the limit), `docker save` and
+ * `docker load` alone (the image copy's other limits), the image copy through this machine as it
+ * was done before, the image copy and the weight sync with the product's own scripts, started over
+ * SSH as the builtin runner starts them; and the bytes of the image copy that crossed this machine.
  */
 async function measureFabric(cluster: SimCluster): Promise<FabricThroughput> {
     const [source, target] = cluster.nodes;
     const image = cluster.workloadImage;
-    log("fabric: raw TCP between the fabric addresses");
+    // Raw TCP and the weight sync take turns, 5 times each, so that the machine's drift hits both alike.
+    log("fabric: raw TCP and the weight sync, in turns (2 GiB each: 16 files of 128 MiB, new on the target)");
     await inNode(source.name, `cat > /tmp/raw-tcp.py <<'PY'\n${RAW_TCP}\nPY`);
     await inNode(target.name, `cat > /tmp/raw-tcp.py <<'PY'\n${RAW_TCP}\nPY`);
-    const raws: { bytes: number; seconds: number }[] = [];
-    for (let attempt = 0; attempt < 3; attempt++) {
+    const dir = "/home/spark/models/bench-weights";
+    // Written, then flushed: a model lies on the first node's disk well before a sync starts.
+    await inNode(source.name, `mkdir -p ${dir} && for i in $(seq 1 16); do head -c 134217728 /dev/urandom > ${dir}/w-$i.safetensors; done && chown -R spark ${dir} && sync`);
+    const secret = crypto.randomBytes(16).toString("hex");
+    const weightsVars = { MODEL_PATH: dir, PORT: RSYNC_PORT, FILES_PORT: WEIGHT_FILES_PORT, SECRET: secret, FABRIC_STREAM: readScript("fabric-stream.py") };
+    const raws: Transfer[] = [];
+    const syncs: (Transfer & { streams: number })[] = [];
+    for (let attempt = 0; attempt < 5; attempt++) {
         const receiving = inNode(target.name, `python3 /tmp/raw-tcp.py receive ${target.fabricIp} 28799`);
         await new Promise((resolve) => setTimeout(resolve, 500));
         await inNode(source.name, `python3 /tmp/raw-tcp.py send ${target.fabricIp} 28799 ${2 * 1024 ** 3}`);
         const [bytes, seconds] = (await receiving).trim().split("\n").pop()!.split(" ").map(Number);
         raws.push({ bytes, seconds });
+        log(`fabric: raw TCP ${mibPerSecond({ bytes, seconds }).toFixed(0)} MiB/s`);
+
+        await inNode(target.name, `rm -rf ${dir} && mkdir -p ${dir} && chown spark ${dir} && sync`);
+        const receive = await overSsh(cluster, 1, scriptProgram(WEIGHTS_RECEIVE, { ...weightsVars, BIND_IP: target.fabricIp, SENDER_IP: source.fabricIp }));
+        const send = await overSsh(cluster, 0, scriptProgram("weights-send", { ...weightsVars, TARGET_IP: target.fabricIp, STREAMS: WEIGHT_STREAMS }));
+        await overSsh(cluster, 1, scriptProgram(WEIGHTS_CLOSE, { MODEL_PATH: dir, PORT: RSYNC_PORT }));
+        const synced = /weights-synced to \S+ millis=(\d+) streams=(\d+) bytes=(\d+)/.exec(send.stdout);
+        if (receive.code !== 0 || send.code !== 0 || !synced) {
+            throw new Error(`weight sync failed: ${receive.stderr} ${send.stderr}`);
+        }
+        log(`fabric: ${synced[0]}`);
+        syncs.push({ bytes: Number(synced[3]), seconds: Number(synced[1]) / 1000, streams: Number(synced[2]) });
     }
-    const raw = raws.sort((a, b) => a.bytes / a.seconds - b.bytes / b.seconds)[1];
+    await inNode(source.name, `rm -rf ${dir}`);
+    await inNode(target.name, `rm -rf ${dir}`);
+    const raw = medianTransfer(raws);
 
     log("fabric: docker save alone");
     const [saveBytes, saveMillis] = (await inNode(source.name, `s=$(date +%s%N); n=$(docker save ${image} | wc -c); echo $n $((($(date +%s%N) - s) / 1000000))`))
@@ -234,7 +267,6 @@ async function measureFabric(cluster: SimCluster): Promise<FabricThroughput> {
     log("fabric: image copy node to node");
     await inNode(target.name, `docker image rm ${image} >/dev/null`);
     const wantId = execFileSync("docker", ["exec", source.name, "docker", "image", "inspect", "--format", "{{.Id}}", image], { encoding: "utf8" }).trim();
-    const secret = crypto.randomBytes(16).toString("hex");
     const common = { IMAGE: image, WANT_ID: wantId, PORT: IMAGE_COPY_PORT, SECRET: secret, FABRIC_STREAM: readScript("fabric-stream.py") };
     const mgmtIface = (cluster as unknown as { mgmtIface: string }).mgmtIface;
     const before = { mgmt: txBytes(source.name, mgmtIface), fabric: txBytes(source.name, source.fabricIface) };
@@ -251,25 +283,27 @@ async function measureFabric(cluster: SimCluster): Promise<FabricThroughput> {
     const copied = /image-copied \S+ \S+ bytes=(\d+)/.exec(received.stdout);
     log(`fabric: ${received.stdout.trim().split("\n").pop()}`);
 
-    log("fabric: weight sync (8 files of 128 MiB, new on the target)");
-    const dir = "/home/spark/models/bench-weights";
-    await inNode(source.name, `mkdir -p ${dir} && for i in 1 2 3 4 5 6 7 8; do head -c 134217728 /dev/urandom > ${dir}/w-$i.safetensors; done && chown -R spark ${dir}`);
-    await inNode(target.name, `rm -rf ${dir} && mkdir -p ${dir} && chown spark ${dir}`);
-    const weightsVars = { MODEL_PATH: dir, PORT: RSYNC_PORT, SECRET: secret };
-    const receive = await overSsh(cluster, 1, scriptProgram("weights-receive", { ...weightsVars, BIND_IP: target.fabricIp, SENDER_IP: source.fabricIp }));
-    const send = await overSsh(cluster, 0, scriptProgram("weights-send", { ...weightsVars, TARGET_IP: target.fabricIp, STREAMS: WEIGHT_STREAMS }));
-    await overSsh(cluster, 1, scriptProgram(["model-list", "weights-close"], { MODEL_PATH: dir, PORT: RSYNC_PORT }));
-    await inNode(source.name, `rm -rf ${dir}`);
-    await inNode(target.name, `rm -rf ${dir}`);
-    const synced = /weights-synced to \S+ millis=(\d+) streams=(\d+) bytes=(\d+)/.exec(send.stdout);
-    if (receive.code !== 0 || send.code !== 0 || !synced) {
-        throw new Error(`weight sync failed: ${receive.stderr} ${send.stderr}`);
+    log("fabric: docker load alone on the second node (from a file saved there, not timed)");
+    await inNode(target.name, `docker save ${image} > /tmp/bench-image.tar && docker image rm ${image} >/dev/null`);
+    const loadSeconds = Number((await inNode(target.name, `s=$(date +%s%N); docker load < /tmp/bench-image.tar >/dev/null; echo $((($(date +%s%N) - s) / 1000000))`)).trim()) / 1000;
+    await inNode(target.name, "rm -f /tmp/bench-image.tar");
+
+    log("fabric: image copy through this machine (docker save | ssh | ssh | docker load, the way before the node-to-node copy)");
+    await inNode(target.name, `docker image rm ${image} >/dev/null`);
+    const ssh = (index: number) => ["ssh", ...sshArgs(cluster, index)].join(" ");
+    const viaOperatorSeconds = await timed(`${ssh(0)} docker save ${image} | ${ssh(1)} docker load >/dev/null`);
+    const loadedVia = execFileSync("docker", ["exec", target.name, "docker", "image", "inspect", "--format", "{{.Id}}", image], { encoding: "utf8" }).trim();
+    if (loadedVia !== wantId) {
+        throw new Error(`the copy through this machine loaded ${loadedVia}, not ${wantId}`);
     }
+
     const fabric: FabricThroughput = {
         raw,
         save: { bytes: saveBytes, seconds: saveMillis / 1000 },
         image: { bytes: Number(copied?.[1] ?? saveBytes), seconds: imageSeconds },
-        weights: { bytes: Number(synced[3]), seconds: Number(synced[1]) / 1000, streams: Number(synced[2]) },
+        load: { bytes: saveBytes, seconds: loadSeconds },
+        viaOperator: { bytes: saveBytes, seconds: viaOperatorSeconds },
+        weights: medianTransfer(syncs),
         operatorBytes: received.bytes + sent.bytes,
         sourceInterfaceBytes: { mgmt: after.mgmt - before.mgmt, fabric: after.fabric - before.fabric },
     };
@@ -690,8 +724,19 @@ function writeReport(options: BenchOptions, measurements: Measurements, startedA
             outsideShares[nodes] = median(shares);
         }
     }
+    // The floor of a cold up: its median run's CPU-seconds over the cores, and the graph's longest
+    // chain of the solo step times of the `--parallel 1` median run.
+    const floors: Record<number, Floor> = {};
+    for (const nodes of options.nodeCounts) {
+        const cold = medianUp(measurements.ups, nodes, "coldUp");
+        if (cold) {
+            const bound = timelines.find((timeline) => timeline.nodes === nodes && timeline.operation === "coldUpParallel1")?.graphBound;
+            floors[nodes] = { cpuSeconds: cold.cpu.machineSeconds, cores: cold.cpu.cores, graphSeconds: bound?.seconds };
+        }
+    }
     const medians = mediansByNodes(measurements.samples);
-    const targets = evaluateTargets({ medians, outsideShares, checks: measurements.checks, nodeCounts: options.nodeCounts });
+    const targetInputs = { medians, floors, outsideShares, checks: measurements.checks, nodeCounts: options.nodeCounts };
+    const targets = evaluateTargets(targetInputs);
     const load = os.loadavg().map((value) => value.toFixed(2)).join(" ");
     const environment =
         `${startedAt.toISOString()} – ${new Date().toISOString()}; ${os.cpus().length} cores, load ${load}; ` +
@@ -706,6 +751,7 @@ function writeReport(options: BenchOptions, measurements: Measurements, startedA
         nodeCounts: options.nodeCounts,
         error: error?.message,
         medians,
+        floors,
         outsideShares,
         sshRoundTripSeconds: measurements.sshRoundTripSeconds,
         targets,
@@ -742,6 +788,7 @@ function writeReport(options: BenchOptions, measurements: Measurements, startedA
         timelines,
         sshRoundTripSeconds: measurements.sshRoundTripSeconds,
         environment,
+        dropped: droppedTargets(targetInputs),
     });
     const withFabric = measurements.fabric ? `${markdown0.trimEnd()}\n\n${renderFabric(measurements.fabric).join("\n")}` : markdown0;
     const loadtests = Object.entries(measurements.loadtests).map(([nodes, loadtest]) => {
@@ -767,24 +814,22 @@ async function main(): Promise<void> {
     const startedAt = new Date();
     const deployments: Deployment[] = [];
     const clusters: string[] = [];
-    let cleaned = false;
-    const cleanUp = async () => {
-        if (cleaned) {
-            return;
-        }
-        cleaned = true;
-        for (const name of clusters) {
-            try {
-                log(`removing simulated cluster ${name}`);
-                await simDown(name);
-            } catch (error) {
-                log(`could not remove ${name}: ${(error as Error).message}`);
+    // One clean-up, whoever asks first (a signal, or the end): the other waits for the same one.
+    let cleaning: Promise<void> | undefined;
+    const cleanUp = () =>
+        (cleaning ??= (async () => {
+            for (const name of clusters) {
+                try {
+                    log(`removing simulated cluster ${name}`);
+                    await simDown(name);
+                } catch (error) {
+                    log(`could not remove ${name}: ${(error as Error).message}`);
+                }
             }
-        }
-        for (const deployment of deployments) {
-            fs.rmSync(deployment.workDir, { recursive: true, force: true });
-        }
-    };
+            for (const deployment of deployments) {
+                fs.rmSync(deployment.workDir, { recursive: true, force: true });
+            }
+        })());
     for (const signal of ["SIGINT", "SIGTERM"] as const) {
         process.once(signal, () => {
             log(`${signal}: cleaning up`);
@@ -802,14 +847,19 @@ async function main(): Promise<void> {
             deployments.push(deployment);
             measurements.sshRoundTripSeconds[nodes] = sshRoundTripSeconds(deployment.cluster);
             pulumiVersion = deployment.stack.workspace.pulumiVersion;
+            // The copies over the fabric on the smallest cluster while it is alone on the machine.
+            if (deployments.length === 1) {
+                measurements.fabric = await measureFabric(deployment.cluster);
+            }
         }
-        measurements.fabric = await measureFabric(deployments[0].cluster);
-        const largest = deployments[deployments.length - 1];
         for (let run = 1; run <= (options.fabricOnly ? 0 : options.runs); run++) {
             for (const deployment of deployments) {
                 await round(deployment, run, measurements);
             }
-            await baselineRound(largest, run, measurements);
+            // At every node count: its solo step times give that count's floor.
+            for (const deployment of deployments) {
+                await baselineRound(deployment, run, measurements);
+            }
         }
     } catch (error) {
         failure = error as Error;

@@ -107,9 +107,26 @@ export function mediansByNodes(samples: readonly Sample[]): Record<number, Parti
     return result;
 }
 
+/**
+ * The least wall time of a cold up on this machine, by node count: no schedule of its work ends
+ * before its CPU-seconds over the cores, nor before the dependency graph's longest chain of step
+ * durations measured one step at a time (`--parallel 1`), with the same start-up and end.
+ */
+export interface Floor {
+    /** Busy CPU-seconds of the cold up (its median run) over the machine's cores. */
+    readonly cpuSeconds: number;
+    readonly cores: number;
+    /** Start-up and end plus the longest chain of solo step times (the `--parallel 1` median run). */
+    readonly graphSeconds?: number;
+}
+
+export const floorSeconds = (floor: Floor) => Math.max(floor.cpuSeconds / floor.cores, floor.graphSeconds ?? 0);
+
 /** The inputs of {@link evaluateTargets}. */
 export interface TargetInputs {
     readonly medians: Record<number, Partial<Record<Operation, number>>>;
+    /** The floor of a cold up, by node count. */
+    readonly floors: Record<number, Floor>;
     /** Median share of a cold up's wall time outside its critical path, by node count. */
     readonly outsideShares: Record<number, number>;
     readonly checks: readonly Check[];
@@ -137,35 +154,32 @@ function checksPassed(checks: readonly Check[], name: string, nodes?: number): {
 }
 
 /**
- * The targets of issue 6, ratios taken between medians of this run of the benchmark:
- * cold up largest/smallest ≤ 1.3; cold up default/--parallel 1 ≤ 0.5 (largest node count);
- * no-op up/cold up ≤ 0.15 and each node only read (one SSH session); vLLM-only change/cold up ≤ 0.5 and no Ray
- * container restarted; wall time outside the critical path ≤ 25% of a cold up.
+ * The targets, ratios taken between medians of this run of the benchmark: a cold up ≤ 1.15 × its
+ * floor (issue 13: what no schedule beats on this machine, so the ratio means the same on any
+ * machine), at each node count; no-op up/cold up ≤ 0.15 and each node only read (one SSH session);
+ * vLLM-only change/cold up ≤ 0.5 and no Ray container restarted; wall time outside the critical
+ * path ≤ 25% of a cold up. Issue 6's cold up largest/smallest ≤ 1.3 and default/--parallel 1 ≤ 0.5
+ * measured the machine (the nodes share its cores): {@link droppedTargets} says why they are gone.
  */
 export function evaluateTargets(inputs: TargetInputs): TargetResult[] {
     const { medians, outsideShares, checks } = inputs;
     const counts = [...inputs.nodeCounts].sort((a, b) => a - b);
-    const smallest = counts[0];
-    const largest = counts[counts.length - 1];
     const results: TargetResult[] = [];
-    if (counts.length > 1) {
+    for (const nodes of counts) {
+        const floor = inputs.floors[nodes];
+        const wall = medians[nodes]?.coldUp;
         results.push(
             target(
-                `cold up ${largest} nodes / ${smallest} nodes`,
-                ratio(medians[largest]?.coldUp, medians[smallest]?.coldUp),
-                1.3,
-                `${medians[largest]?.coldUp?.toFixed(1)} s / ${medians[smallest]?.coldUp?.toFixed(1)} s`,
+                `cold up ${nodes} nodes / its floor (CPU-seconds ÷ cores, or the dependency graph with solo step times)`,
+                floor && floor.graphSeconds !== undefined ? ratio(wall, floorSeconds(floor)) : undefined,
+                1.15,
+                floor === undefined
+                    ? "no floor measured"
+                    : `${wall?.toFixed(1)} s / ${floorSeconds(floor).toFixed(1)} s (CPU ${(floor.cpuSeconds).toFixed(1)} CPU-s ÷ ${floor.cores} = ${(floor.cpuSeconds / floor.cores).toFixed(1)} s; ` +
+                      `graph ${floor.graphSeconds === undefined ? "not measured (no --parallel 1 run)" : `${floor.graphSeconds.toFixed(1)} s`})`,
             ),
         );
     }
-    results.push(
-        target(
-            `cold up ${largest} nodes, default / --parallel 1`,
-            ratio(medians[largest]?.coldUp, medians[largest]?.coldUpParallel1),
-            0.5,
-            `${medians[largest]?.coldUp?.toFixed(1)} s / ${medians[largest]?.coldUpParallel1?.toFixed(1)} s`,
-        ),
-    );
     for (const nodes of counts) {
         const hosts = checksPassed(checks, "no-op up reads each node once and changes nothing", nodes);
         results.push(
@@ -203,6 +217,41 @@ export function evaluateTargets(inputs: TargetInputs): TargetResult[] {
     return results;
 }
 
+/**
+ * Issue 6's targets that measured the machine, and why they are no longer judged, with this run's
+ * numbers: default/--parallel 1 ≤ 0.5 asks the default cold up to end before a time its floor may
+ * already pass; largest/smallest ≤ 1.3 asks the nodes to bring their own cores, which simulated nodes
+ * sharing one machine's cores do not. The floor target at each node count replaces both.
+ */
+export function droppedTargets(inputs: TargetInputs): string[] {
+    const counts = [...inputs.nodeCounts].sort((a, b) => a - b);
+    const [smallest, largest] = [counts[0], counts[counts.length - 1]];
+    const lines: string[] = [];
+    const parallel1 = inputs.medians[largest]?.coldUpParallel1;
+    const floorLargest = inputs.floors[largest] && floorSeconds(inputs.floors[largest]);
+    if (parallel1 !== undefined && floorLargest !== undefined) {
+        const verdict =
+            floorLargest > 0.5 * parallel1
+                ? `no schedule could meet it here: 0.5 × ${parallel1.toFixed(1)} s is ${(0.5 * parallel1).toFixed(1)} s, below the floor of the default cold up, ${floorLargest.toFixed(1)} s`
+                : `its floor, ${floorLargest.toFixed(1)} s, would allow it in this run (0.5 × ${parallel1.toFixed(1)} s = ${(0.5 * parallel1).toFixed(1)} s), but the CPU-seconds that set that floor depend on how many cores the nodes share`;
+        lines.push(
+            `- cold up ${largest} nodes, default / --parallel 1 ≤ 0.5 (issue 6): ${verdict}. On real Sparks each node brings its own CPU and the ratio is the dependency graph's; here the floor target at each node count says how close a run comes to what the machine allows.`,
+        );
+    }
+    if (counts.length > 1) {
+        const [cpuSmall, cpuLarge] = [inputs.floors[smallest]?.cpuSeconds, inputs.floors[largest]?.cpuSeconds];
+        const measured = ratio(inputs.medians[largest]?.coldUp, inputs.medians[smallest]?.coldUp);
+        lines.push(
+            `- cold up ${largest} nodes / ${smallest} nodes ≤ 1.3 (issue 6; ${measured === undefined ? "not measured" : `${measured.toFixed(2)} in this run`}): ` +
+                (cpuSmall !== undefined && cpuLarge !== undefined
+                    ? `the ${largest} simulated nodes did ${(cpuLarge / cpuSmall).toFixed(2)} × the CPU work of ${smallest} (${cpuLarge.toFixed(1)} / ${cpuSmall.toFixed(1)} CPU-s) on the same ${inputs.floors[largest].cores} cores, `
+                    : "") +
+                "so the ratio says how many cores the machine has, not how the deployment scales; the floor target at each node count replaces it.",
+        );
+    }
+    return lines;
+}
+
 /** The readable report: the table of medians, the targets, the checks and where the time went. */
 export function renderMarkdown(report: {
     readonly runs: number;
@@ -213,6 +262,8 @@ export function renderMarkdown(report: {
     readonly timelines: readonly UpTimeline[];
     readonly sshRoundTripSeconds: Record<number, number>;
     readonly environment: string;
+    /** Targets no longer judged, and why (see {@link droppedTargets}). */
+    readonly dropped?: readonly string[];
 }): string {
     const medians = mediansByNodes(report.samples);
     const counts = [...report.nodeCounts].sort((a, b) => a - b);
@@ -258,6 +309,7 @@ export function renderMarkdown(report: {
                 `| ${result.target} | ${result.value === undefined ? "–" : result.value.toFixed(2)} | ${result.limit} | ${result.passed ? "pass" : "**FAIL**"} | ${result.detail.replace(/\|/g, "\\|")} |`,
         ),
         "",
+        ...(report.dropped && report.dropped.length > 0 ? ["Targets no longer judged, and why:", "", ...report.dropped, ""] : []),
         "## Where the time goes (timelines of the median runs)",
         "",
     ];
@@ -313,13 +365,17 @@ export function cpuSentence(cpu: CpuUse, wallSeconds: number): string {
 
 /** What the fabric part of the benchmark measured between two simulated nodes (one run). */
 export interface FabricThroughput {
-    /** Plain TCP between the two fabric addresses (python3 sockets, one stream): the link's limit here. */
+    /** Plain TCP between the two fabric addresses (python3 sockets, one stream; the median of 5): the link's limit here. */
     readonly raw: Transfer;
     /** `docker save` on the first node into /dev/null: what the image copy can read at most. */
     readonly save: Transfer;
     /** The image copy node to node (image-receive.sh + image-send.sh as the runner starts them). */
     readonly image: Transfer;
-    /** The weight sync (weights-receive/send/close.sh), new files only. */
+    /** `docker load` on the second node from a file there: what the image copy can write at most. */
+    readonly load: Transfer;
+    /** The way before the node-to-node copy: `docker save` over SSH to this machine, over SSH into `docker load`. */
+    readonly viaOperator: Transfer;
+    /** The weight sync (weights-receive/send/close.sh), new files only: the median of 5. */
     readonly weights: Transfer & { readonly streams: number };
     /** Bytes that went through this machine's SSH clients during the image copy (both sessions, both ways). */
     readonly operatorBytes: number;
@@ -334,19 +390,36 @@ export interface Transfer {
 
 export const mibPerSecond = (transfer: Transfer) => transfer.bytes / 2 ** 20 / transfer.seconds;
 
-/** The fabric targets: image copy and weight sync ≥ 0.7 of raw TCP; no image byte through this machine. */
+/**
+ * The fabric targets: image copy and weight sync ≥ 0.7 of raw TCP; the image copy ≥ 0.7 of its
+ * slowest stage measured alone (`docker save`, the fabric, `docker load`: what any copy through
+ * Docker's save and load is bound by, here or on real Sparks); no image byte through this machine.
+ */
 export function fabricTargets(fabric: FabricThroughput): TargetResult[] {
     const raw = mibPerSecond(fabric.raw);
+    const image = mibPerSecond(fabric.image);
+    const stages = [
+        ["docker save", mibPerSecond(fabric.save)],
+        ["raw TCP", raw],
+        ["docker load", mibPerSecond(fabric.load)],
+    ] as const;
+    const slowest = stages.reduce((a, b) => (b[1] < a[1] ? b : a));
     const atLeast = (name: string, value: number, limit: number, detail: string): TargetResult => ({ target: name, value, limit, passed: value >= limit, detail });
     return [
         atLeast(
             "image copy / raw TCP over the fabric (at least)",
-            mibPerSecond(fabric.image) / raw,
+            image / raw,
             0.7,
-            `${mibPerSecond(fabric.image).toFixed(0)} / ${raw.toFixed(0)} MiB/s; docker save alone ${mibPerSecond(fabric.save).toFixed(0)} MiB/s (copy / save ${(mibPerSecond(fabric.image) / mibPerSecond(fabric.save)).toFixed(2)})`,
+            `${image.toFixed(0)} / ${raw.toFixed(0)} MiB/s; ${(image / mibPerSecond(fabric.viaOperator)).toFixed(1)}× the copy through this machine (${mibPerSecond(fabric.viaOperator).toFixed(0)} MiB/s, ${(mibPerSecond(fabric.viaOperator) / raw).toFixed(2)} of raw)`,
         ),
         atLeast(
-            `weight sync / raw TCP over the fabric (at least; ${fabric.weights.streams} rsync streams)`,
+            "image copy / its slowest stage alone (at least)",
+            image / slowest[1],
+            0.7,
+            `${image.toFixed(0)} / ${slowest[1].toFixed(0)} MiB/s (${slowest[0]}); ${stages.map(([name, rate]) => `${name} ${rate.toFixed(0)}`).join(", ")} MiB/s`,
+        ),
+        atLeast(
+            `weight sync / raw TCP over the fabric (at least; ${fabric.weights.streams} plain streams)`,
             mibPerSecond(fabric.weights) / raw,
             0.7,
             `${mibPerSecond(fabric.weights).toFixed(0)} / ${raw.toFixed(0)} MiB/s`,
@@ -363,6 +436,24 @@ export function fabricTargets(fabric: FabricThroughput): TargetResult[] {
     ];
 }
 
+/** Why the image copy cannot meet 0.7 of raw TCP, when one of Docker's own stages alone is below it. */
+function imageLimitNote(fabric: FabricThroughput): string[] {
+    const raw = mibPerSecond(fabric.raw);
+    const stages = [
+        ["`docker save`", mibPerSecond(fabric.save)],
+        ["`docker load`", mibPerSecond(fabric.load)],
+    ] as const;
+    const below = stages.filter(([, rate]) => rate < 0.7 * raw);
+    if (below.length === 0) {
+        return [];
+    }
+    return [
+        `No image copy through Docker's save and load can reach 0.7 of raw TCP here: ${below.map(([name, rate]) => `${name} alone runs at ${(rate / raw).toFixed(2)} of it`).join(", ")}. ` +
+            "A copy is bound by its slowest stage, so the second target, against that stage measured alone in this run, is the one that means the same on any machine.",
+        "",
+    ];
+}
+
 /** The fabric section of report.md. */
 export function renderFabric(fabric: FabricThroughput): string[] {
     const row = (what: string, transfer: Transfer) =>
@@ -372,10 +463,12 @@ export function renderFabric(fabric: FabricThroughput): string[] {
         "",
         "| transfer | size | time | throughput | / raw |",
         "|---|---:|---:|---:|---:|",
-        row("raw TCP, one python3 socket stream", fabric.raw),
+        row("raw TCP, one python3 socket stream of zeros (the median of 5)", fabric.raw),
         row("`docker save` alone on the first node (to /dev/null)", fabric.save),
+        row("`docker load` alone on the second node (from a file there)", fabric.load),
+        row("image copy through this machine, the way before (`docker save` → ssh → this machine → ssh → `docker load`)", fabric.viaOperator),
         row("image copy, node to node (`docker save` → fabric → `docker load`)", fabric.image),
-        row(`weight sync, rsync in ${fabric.weights.streams} streams`, fabric.weights),
+        row(`weight sync, new files (the median of 5, in turns with raw TCP): ${fabric.weights.streams} plain streams for files ≥ 1 MiB, rsync for the rest at once`, fabric.weights),
         "",
         "| target | value | limit | result | detail |",
         "|---|---:|---:|---|---|",
@@ -383,5 +476,6 @@ export function renderFabric(fabric: FabricThroughput): string[] {
             (result) => `| ${result.target} | ${result.value === undefined ? "–" : result.value.toFixed(2)} | ${result.limit} | ${result.passed ? "pass" : "**FAIL**"} | ${result.detail} |`,
         ),
         "",
+        ...imageLimitNote(fabric),
     ];
 }
