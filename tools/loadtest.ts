@@ -20,7 +20,6 @@
 import * as fs from "fs";
 import * as path from "path";
 import { performance } from "perf_hooks";
-import { CONFIG_NAMESPACE } from "../infra/config";
 import { escapeXml } from "../infra/timeline";
 import { projectStack } from "./stack";
 
@@ -821,9 +820,8 @@ export function parseLoadtestArgs(argv: readonly string[], cwd: string): Loadtes
 export interface StackTarget {
     readonly stack: string;
     readonly endpoint?: string;
+    /** Its output apiKey. */
     readonly apiKey?: string;
-    /** Where the key came from: the secret config key or the stack output. */
-    readonly apiKeyFrom?: string;
 }
 
 /**
@@ -845,8 +843,7 @@ export async function readStackTarget(stackName?: string): Promise<StackTarget> 
         throw new Error(`stack ${stack}: ${said ?? (error as Error).message}`);
     }
     const text = (value: unknown) => (typeof value === "string" && value !== "" ? value : undefined);
-    const apiKey = text(outputs.apiKey?.value);
-    return { stack, endpoint: text(outputs.endpoint?.value), apiKey, apiKeyFrom: apiKey ? "output apiKey" : undefined };
+    return { stack, endpoint: text(outputs.endpoint?.value), apiKey: text(outputs.apiKey?.value) };
 }
 
 /**
@@ -869,7 +866,7 @@ export async function resolveTarget(
         return { endpoint, apiKey: named, apiKeySource: `env ${args.apiKeyEnv}`, stack: target?.stack };
     }
     if (target?.apiKey) {
-        return { endpoint, apiKey: target.apiKey, apiKeySource: `stack ${target.stack} ${target.apiKeyFrom ?? `secret ${CONFIG_NAMESPACE}:vllmApiKey`}`, stack: target.stack };
+        return { endpoint, apiKey: target.apiKey, apiKeySource: `stack ${target.stack} output apiKey`, stack: target.stack };
     }
     const fallback = args.apiKeyEnv ?? "VLLM_API_KEY";
     return env[fallback] ? { endpoint, apiKey: env[fallback], apiKeySource: `env ${fallback}`, stack: target?.stack } : { endpoint, apiKeySource: "none", stack: target?.stack };

@@ -473,14 +473,14 @@ describe("the command line", () => {
         const stacksRead: (string | undefined)[] = [];
         const readStack = async (stack?: string) => {
             stacksRead.push(stack);
-            return { stack: stack ?? "selected", endpoint: "http://10.230.0.10:8000/v1", apiKey: "stack-key", apiKeyFrom: "secret vllm-fleet:vllmApiKey" };
+            return { stack: stack ?? "selected", endpoint: "http://10.230.0.10:8000/v1", apiKey: "stack-key" };
         };
         const env = { VLLM_API_KEY: "env-key", OTHER: "other-key" };
 
         expect(await resolveTarget(args([]), env, readStack)).toEqual({
             endpoint: "http://10.230.0.10:8000/v1",
             apiKey: "stack-key",
-            apiKeySource: "stack selected secret vllm-fleet:vllmApiKey",
+            apiKeySource: "stack selected output apiKey",
             stack: "selected",
         });
         expect(await resolveTarget(args(["--endpoint", "http://x:1/v1"]), env, readStack)).toEqual({ endpoint: "http://x:1/v1", apiKey: "env-key", apiKeySource: "env VLLM_API_KEY", stack: undefined });
@@ -489,7 +489,7 @@ describe("the command line", () => {
         expect(await resolveTarget(args(["--api-key-env", "OTHER"]), env, readStack)).toMatchObject({ apiKey: "other-key", apiKeySource: "env OTHER" });
         expect(await resolveTarget(args(["--endpoint", "http://x:1/v1"]), {}, readStack)).toEqual({ endpoint: "http://x:1/v1", apiKeySource: "none", stack: undefined });
 
-        const madeKey = async () => ({ stack: "sim", endpoint: "http://e/v1", apiKey: "made-key", apiKeyFrom: "output apiKey" });
+        const madeKey = async () => ({ stack: "sim", endpoint: "http://e/v1", apiKey: "made-key" });
         expect(await resolveTarget(args([]), env, madeKey)).toMatchObject({ apiKey: "made-key", apiKeySource: "stack sim output apiKey" });
         const noKey = async () => ({ stack: "sim", endpoint: "http://e/v1" });
         expect(await resolveTarget(args(["--stack", "sim"]), env, noKey)).toMatchObject({ apiKey: "env-key", apiKeySource: "env VLLM_API_KEY" });
