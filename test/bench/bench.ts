@@ -232,7 +232,8 @@ async function measureFabric(cluster: SimCluster): Promise<FabricThroughput> {
     // Written, then flushed: a model lies on the first node's disk well before a sync starts.
     await inNode(source.name, `mkdir -p ${dir} && for i in $(seq 1 16); do head -c 134217728 /dev/urandom > ${dir}/w-$i.safetensors; done && chown -R spark ${dir} && sync`);
     const secret = crypto.randomBytes(16).toString("hex");
-    const weightsVars = { MODEL_PATH: dir, PORT: RSYNC_PORT, FILES_PORT: WEIGHT_FILES_PORT, SECRET: secret, FABRIC_STREAM: readScript("fabric-stream.py") };
+    const fabricStream = readScript("fabric-stream.py");
+    const weightsVars = { MODEL_PATH: dir, PORT: RSYNC_PORT, FILES_PORT: WEIGHT_FILES_PORT, SECRET: secret, FABRIC_STREAM: fabricStream };
     const raws: Transfer[] = [];
     const syncs: (Transfer & { streams: number })[] = [];
     for (let attempt = 0; attempt < 5; attempt++) {
@@ -266,8 +267,9 @@ async function measureFabric(cluster: SimCluster): Promise<FabricThroughput> {
 
     log("fabric: image copy node to node");
     await inNode(target.name, `docker image rm ${image} >/dev/null`);
-    const wantId = execFileSync("docker", ["exec", source.name, "docker", "image", "inspect", "--format", "{{.Id}}", image], { encoding: "utf8" }).trim();
-    const common = { IMAGE: image, WANT_ID: wantId, PORT: IMAGE_COPY_PORT, SECRET: secret, FABRIC_STREAM: readScript("fabric-stream.py") };
+    const imageId = (node: string) => execFileSync("docker", ["exec", node, "docker", "image", "inspect", "--format", "{{.Id}}", image], { encoding: "utf8" }).trim();
+    const wantId = imageId(source.name);
+    const common = { IMAGE: image, WANT_ID: wantId, PORT: IMAGE_COPY_PORT, SECRET: secret, FABRIC_STREAM: fabricStream };
     const mgmtIface = (cluster as unknown as { mgmtIface: string }).mgmtIface;
     const before = { mgmt: txBytes(source.name, mgmtIface), fabric: txBytes(source.name, source.fabricIface) };
     const start = Date.now();
@@ -292,7 +294,7 @@ async function measureFabric(cluster: SimCluster): Promise<FabricThroughput> {
     await inNode(target.name, `docker image rm ${image} >/dev/null`);
     const ssh = (index: number) => ["ssh", ...sshArgs(cluster, index)].join(" ");
     const viaOperatorSeconds = await timed(`${ssh(0)} docker save ${image} | ${ssh(1)} docker load >/dev/null`);
-    const loadedVia = execFileSync("docker", ["exec", target.name, "docker", "image", "inspect", "--format", "{{.Id}}", image], { encoding: "utf8" }).trim();
+    const loadedVia = imageId(target.name);
     if (loadedVia !== wantId) {
         throw new Error(`the copy through this machine loaded ${loadedVia}, not ${wantId}`);
     }

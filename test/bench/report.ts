@@ -390,6 +390,18 @@ export interface Transfer {
 
 export const mibPerSecond = (transfer: Transfer) => transfer.bytes / 2 ** 20 / transfer.seconds;
 
+/** The least share of raw TCP the image copy and the weight sync are to reach (issue 13). */
+const FABRIC_TARGET = 0.7;
+
+/** The stages an image copy passes through, each measured alone in this run (MiB/s). */
+function imageStages(fabric: FabricThroughput) {
+    return [
+        ["docker save", mibPerSecond(fabric.save)],
+        ["raw TCP", mibPerSecond(fabric.raw)],
+        ["docker load", mibPerSecond(fabric.load)],
+    ] as const;
+}
+
 /**
  * The fabric targets: image copy and weight sync ≥ 0.7 of raw TCP; the image copy ≥ 0.7 of its
  * slowest stage measured alone (`docker save`, the fabric, `docker load`: what any copy through
@@ -398,30 +410,26 @@ export const mibPerSecond = (transfer: Transfer) => transfer.bytes / 2 ** 20 / t
 export function fabricTargets(fabric: FabricThroughput): TargetResult[] {
     const raw = mibPerSecond(fabric.raw);
     const image = mibPerSecond(fabric.image);
-    const stages = [
-        ["docker save", mibPerSecond(fabric.save)],
-        ["raw TCP", raw],
-        ["docker load", mibPerSecond(fabric.load)],
-    ] as const;
+    const stages = imageStages(fabric);
     const slowest = stages.reduce((a, b) => (b[1] < a[1] ? b : a));
     const atLeast = (name: string, value: number, limit: number, detail: string): TargetResult => ({ target: name, value, limit, passed: value >= limit, detail });
     return [
         atLeast(
             "image copy / raw TCP over the fabric (at least)",
             image / raw,
-            0.7,
+            FABRIC_TARGET,
             `${image.toFixed(0)} / ${raw.toFixed(0)} MiB/s; ${(image / mibPerSecond(fabric.viaOperator)).toFixed(1)}× the copy through this machine (${mibPerSecond(fabric.viaOperator).toFixed(0)} MiB/s, ${(mibPerSecond(fabric.viaOperator) / raw).toFixed(2)} of raw)`,
         ),
         atLeast(
             "image copy / its slowest stage alone (at least)",
             image / slowest[1],
-            0.7,
+            FABRIC_TARGET,
             `${image.toFixed(0)} / ${slowest[1].toFixed(0)} MiB/s (${slowest[0]}); ${stages.map(([name, rate]) => `${name} ${rate.toFixed(0)}`).join(", ")} MiB/s`,
         ),
         atLeast(
             `weight sync / raw TCP over the fabric (at least; ${fabric.weights.streams} plain streams)`,
             mibPerSecond(fabric.weights) / raw,
-            0.7,
+            FABRIC_TARGET,
             `${mibPerSecond(fabric.weights).toFixed(0)} / ${raw.toFixed(0)} MiB/s`,
         ),
         {
@@ -439,16 +447,12 @@ export function fabricTargets(fabric: FabricThroughput): TargetResult[] {
 /** Why the image copy cannot meet 0.7 of raw TCP, when one of Docker's own stages alone is below it. */
 function imageLimitNote(fabric: FabricThroughput): string[] {
     const raw = mibPerSecond(fabric.raw);
-    const stages = [
-        ["`docker save`", mibPerSecond(fabric.save)],
-        ["`docker load`", mibPerSecond(fabric.load)],
-    ] as const;
-    const below = stages.filter(([, rate]) => rate < 0.7 * raw);
+    const below = imageStages(fabric).filter(([name, rate]) => name !== "raw TCP" && rate < FABRIC_TARGET * raw);
     if (below.length === 0) {
         return [];
     }
     return [
-        `No image copy through Docker's save and load can reach 0.7 of raw TCP here: ${below.map(([name, rate]) => `${name} alone runs at ${(rate / raw).toFixed(2)} of it`).join(", ")}. ` +
+        `No image copy through Docker's save and load can reach ${FABRIC_TARGET} of raw TCP here: ${below.map(([name, rate]) => `\`${name}\` alone runs at ${(rate / raw).toFixed(2)} of it`).join(", ")}. ` +
             "A copy is bound by its slowest stage, so the second target, against that stage measured alone in this run, is the one that means the same on any machine.",
         "",
     ];
