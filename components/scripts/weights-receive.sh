@@ -3,7 +3,7 @@
 # both bound to this node's fabric address and open to the sending node only, with a per-sync
 # secret: the bulk receiver of fabric-stream.py (receive-files: the files that differ, in parallel
 # plain streams, continuing partial parts) and an rsync daemon for exactly the model directory
-# (the last pass: the small rest, deletions, attributes). Both are stopped by weights-close.sh; the
+# (at the same time: the small files, directories, deletions). Both are stopped by weights-close.sh; the
 # bulk receiver also ends by itself when the sender is done or gone.
 # Inputs: MODEL_PATH, BIND_IP (this node's fabric address), SENDER_IP, PORT (rsync), FILES_PORT,
 # SECRET, FABRIC_STREAM; runs after weights-stop.sh.
