@@ -258,10 +258,12 @@ export async function fleetProgram(observe: Observer = observeOverSsh): Promise<
     const { config, privateKey, privateKeyPath, apiKey, hfToken } = readStackConfig();
     const stack = pulumi.getStack();
 
-    // Every node as it is now, read before anything is registered (read-only, in parallel).
+    // The stack's secrets touch no host. Registered first, they bring up the engine's provider of
+    // dynamic resources (a Node.js process, about half a second) while the nodes are read.
+    const secrets = stackSecrets(config, apiKey);
+    // Every node as it is now, read before anything that reaches a host is registered (read-only, in parallel).
     const observations = await observe(config, { privateKey: await plainValue(privateKey), privateKeyPath, stack });
     const reconciliation = reconcile(config, observations, newRevision);
-    const secrets = stackSecrets(config, apiKey);
     for (const finding of reconciliation.findings) {
         pulumi.log.warn(finding);
     }

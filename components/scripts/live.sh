@@ -18,34 +18,48 @@ section() { printf '### %s\n' "$1"; }
 # One JSON object per container of this stack: what reconciliation needs to tell alive from dead.
 section containers
 ids="$(docker ps -aq --filter "label=vllm-fleet.stack=$STACK" 2>/dev/null || true)"
+containers=""
 if [ -n "$ids" ]; then
   # shellcheck disable=SC2086 # the ids are words
-  docker inspect --format '{"name":{{json .Name}},"id":{{json .Id}},"status":{{json .State.Status}},"running":{{.State.Running}},"restarting":{{.State.Restarting}},"exitCode":{{.State.ExitCode}},"restartCount":{{.RestartCount}},"startedAt":{{json .State.StartedAt}},"labels":{{json .Config.Labels}}}' $ids 2>/dev/null || true
+  containers="$(docker inspect --format '{"name":{{json .Name}},"id":{{json .Id}},"status":{{json .State.Status}},"running":{{.State.Running}},"restarting":{{.State.Restarting}},"exitCode":{{.State.ExitCode}},"restartCount":{{.RestartCount}},"startedAt":{{json .State.StartedAt}},"labels":{{json .Config.Labels}}}' $ids 2>/dev/null || true)"
+  printf '%s\n' "$containers"
 fi
 
-running() { [ "$(docker inspect --format '{{.State.Running}}' "$1" 2>/dev/null || true)" = "true" ]; }
+# Whether this stack's container $1 runs, from the list just read (no further call to Docker).
+running() { grep -q "^{\"name\":\"/$1\",.*\"running\":true," <<<"$containers"; }
 
-if [ "$SERVE_IN_CONTAINER" = yes ]; then
-  section serve
-  if running "$SERVING_CONTAINER"; then
-    if docker exec "$SERVING_CONTAINER" pgrep -f "vllm serve" >/dev/null 2>&1; then echo "process yes"; else echo "process no"; fi
-    echo "token $(docker exec "$SERVING_CONTAINER" cat /tmp/vllm-fleet-serve.token 2>/dev/null || true)"
-  else
-    echo "process no"
-  fi
+# The watchdog's recent events are read meanwhile (a `docker exec` costs tens of milliseconds).
+watchdog_file=""
+if [ -n "$WATCHDOG_CONTAINER" ] && running "$WATCHDOG_CONTAINER"; then
+  watchdog_file="$(mktemp)"
+  docker exec "$WATCHDOG_CONTAINER" cat /tmp/vllm-fleet-watchdog.json >"$watchdog_file" 2>/dev/null &
+  watchdog_pid=$!
 fi
 
-if [ "$ENDPOINT" = yes ]; then
-  section endpoint
+# `vllm serve` (ray executor's head) and the endpoint, in one `docker exec` of the serving container.
+if [ "$SERVE_IN_CONTAINER" = yes ] || [ "$ENDPOINT" = yes ]; then
+  serving=""
   if running "$SERVING_CONTAINER"; then
     # From inside the container, as the readiness gate asks.
-    docker exec "$SERVING_CONTAINER" python3 -c '
+    serving="$(docker exec "$SERVING_CONTAINER" python3 -c '
 import json, subprocess, sys, urllib.request, urllib.error
-port, model = sys.argv[1], sys.argv[2]
+serve_section, endpoint_section, port, model = sys.argv[1:5]
+found = subprocess.run(["pgrep", "-o", "-f", "vllm" + " serve"], capture_output=True, text=True).stdout.split()
+
+if serve_section == "yes":
+    print("### serve")
+    print("process", "yes" if found else "no")
+    try:
+        with open("/tmp/vllm-fleet-serve.token") as f:
+            print("token", f.read().strip())
+    except OSError:
+        print("token ")
+if endpoint_section != "yes":
+    sys.exit(0)
+print("### endpoint", flush=True)
 
 def server():
     """The API key (VLLM_API_KEY) and the address (--host) of the oldest `vllm serve` here."""
-    found = subprocess.run(["pgrep", "-o", "-f", "vllm" + " serve"], capture_output=True, text=True).stdout.split()
     key, host = "", "127.0.0.1"
     if not found:
         return key, host
@@ -83,10 +97,23 @@ except urllib.error.HTTPError as e:
     print("completion fail HTTP", e.code)
 except Exception as e:
     print("completion fail", type(e).__name__, str(e)[:120].replace("\n", " "))
-' "$PORT" "$SERVED_NAME" 2>/dev/null || echo "completion fail no answer"
+' "$SERVE_IN_CONTAINER" "$ENDPOINT" "$PORT" "$SERVED_NAME" 2>/dev/null || true)"
+  fi
+  if [ -n "$serving" ]; then
+    printf '%s\n' "$serving"
+    # Ended after its endpoint header (the exec cut short): the answer is missing.
+    if [ "$ENDPOINT" = yes ] && ! grep -q '^completion ' <<<"$serving"; then echo "completion fail no answer"; fi
   else
-    echo "health none container-down"
-    echo "completion fail container $SERVING_CONTAINER is not running"
+    if [ "$SERVE_IN_CONTAINER" = yes ]; then section serve; echo "process no"; fi
+    if [ "$ENDPOINT" = yes ]; then
+      section endpoint
+      if running "$SERVING_CONTAINER"; then
+        echo "completion fail no answer"
+      else
+        echo "health none container-down"
+        echo "completion fail container $SERVING_CONTAINER is not running"
+      fi
+    fi
   fi
 fi
 
@@ -107,8 +134,10 @@ if [ -n "$FIREWALL_MARKER" ]; then
   cat "$FIREWALL_MARKER" 2>/dev/null || true
 fi
 
-if [ -n "$WATCHDOG_CONTAINER" ] && running "$WATCHDOG_CONTAINER"; then
+if [ -n "$watchdog_file" ]; then
+  wait "$watchdog_pid" || true
   section watchdog
-  docker exec "$WATCHDOG_CONTAINER" cat /tmp/vllm-fleet-watchdog.json 2>/dev/null || true
+  cat "$watchdog_file"
+  rm -f "$watchdog_file"
   echo
 fi
