@@ -8,6 +8,7 @@ import * as pulumi from "@pulumi/pulumi";
 import { FleetConfig } from "../infra/config";
 import { hostCommand } from "./hostCommand";
 import { SparkNode } from "./sparkNode";
+import { servingContainerOf } from "../infra/observe";
 import { scriptProgram } from "./shell";
 
 /** The flags vllm-fleet writes from config keys, and the words vLLM's refusals use for them. */
@@ -48,7 +49,13 @@ export function serveArgsCheck(
         {
             connection: head.connection,
             create: pulumi.output(argv).apply((args) =>
-                scriptProgram("vllm-args-check", { IMAGE: config.image.name, SERVE_ARGS: args, FLAG_KEYS: flagKeys(config), TIMEOUT: 600 }),
+                scriptProgram("vllm-args-check", {
+                    IMAGE: config.image.name,
+                    CONTAINER: servingContainerOf(config),
+                    SERVE_ARGS: args,
+                    FLAG_KEYS: flagKeys(config),
+                    TIMEOUT: 600,
+                }),
             ),
             // The image's id, so a new image is checked again (the arguments are in the program).
             triggers: [head.facts.apply((facts) => facts.imageId ?? "")],

@@ -6,6 +6,7 @@ import {
     PlannedNode,
     RAY_CONTAINER,
     RAY_HEAD_VLLM_CONFIG_ROOT,
+    RAY_SERVE_ARGS_FILE,
     RAY_SERVE_LOG,
     SERVING_CONTAINERS,
     VLLM_CONTAINER,
@@ -83,11 +84,14 @@ export class VllmService extends pulumi.ComponentResource {
             if (!args.ray) {
                 throw new Error("the ray executor needs a Ray cluster");
             }
-            const start = pulumi.all([apiKey, args.planned, ready(RAY_CONTAINER, RAY_SERVE_LOG)]).apply(([key, planned, waitProgram]) =>
-                [
-                    scriptProgram("vllm-start", {
+            const start = pulumi.all([apiKey, args.planned, ready(RAY_CONTAINER, RAY_SERVE_LOG)]).apply(([key, planned, waitProgram]) => {
+                const serveArgs = vllmServeArgs(config, apiBindAddress(config, planned[0]));
+                return [
+                    scriptProgram(["vllm-stop", "vllm-start"], {
                         CONTAINER: RAY_CONTAINER,
-                        SERVE_ARGS: vllmServeArgs(config, apiBindAddress(config, planned[0])),
+                        SERVE_ARGS: serveArgs,
+                        SERVE_ARGS_JSON: JSON.stringify(serveArgs),
+                        ARGS_FILE: RAY_SERVE_ARGS_FILE,
                         API_KEY: key,
                         LOG_FILE: RAY_SERVE_LOG,
                         // A new token (vllm serve found dead, or the endpoint not answering) changes
@@ -97,8 +101,8 @@ export class VllmService extends pulumi.ComponentResource {
                         NON_CARRY_OVER: JSON.stringify(NODE_LOCAL_ENV),
                     }),
                     waitProgram,
-                ].join("\n"),
-            );
+                ].join("\n");
+            });
             const serve = hostCommand(
                 config.commandRunner,
                 `${name}-serve`,
@@ -106,7 +110,7 @@ export class VllmService extends pulumi.ComponentResource {
                     connection: head.connection,
                     create: start,
                     update: start,
-                    delete: scriptProgram("vllm-stop", { CONTAINER: RAY_CONTAINER }),
+                    delete: `${scriptProgram("vllm-stop", { CONTAINER: RAY_CONTAINER })}\nstop_vllm_serve "$CONTAINER"`,
                     // A rebuilt Ray cluster needs a new server; a changed vLLM setting only a restart.
                     triggers: [args.ray.revision],
                 },
@@ -183,8 +187,10 @@ export class VllmService extends pulumi.ComponentResource {
         this.fabricTransport = pulumi.all(transports).apply((pairs) => Object.fromEntries(pairs));
 
         if (config.supervision.watchdog) {
-            // Started once vLLM serves (it must not race the first start), removed before vLLM is
-            // stopped (it would start it again), replaced when the serve arguments change.
+            // Started once vLLM serves (it must not race the first start). A restart of vLLM pauses
+            // it (vllm-start.sh: it would start a server of its own in the gap); it takes the serve
+            // arguments from the Ray head at each start of its own, so a change of them alone
+            // leaves it running.
             const spec = pulumi.all([apiKey, args.planned]).apply(([key, planned]) => {
                 const watchdog = watchdogSpec(config, args.stack, readScript("watchdog.py"), args.reconciliation.watchdogRevision, planned[0]);
                 return key ? { ...watchdog, env: { ...watchdog.env, VLLM_API_KEY: key } } : watchdog;

@@ -112,6 +112,8 @@ export const WATCHDOG_CONTAINER = "vllm-fleet-watchdog";
 
 /** Where `vllm serve` writes its log inside the Ray head container (ray executor). */
 export const RAY_SERVE_LOG = "/tmp/vllm-fleet-serve.log";
+/** Where vllm-start.sh keeps the arguments of `vllm` in the Ray head container, for the watchdog. */
+export const RAY_SERVE_ARGS_FILE = "/tmp/vllm-fleet-serve.args";
 
 const MIB = 1024 ** 2;
 
@@ -312,7 +314,9 @@ export function watchdogSpec(config: FleetConfig, stack: string, script: string,
         WATCHDOG_WINDOW: String(supervision.restartWindowSeconds),
     };
     if (config.executor === "ray") {
-        env.WATCHDOG_SERVE_ARGS = JSON.stringify(vllmServeArgs(config, apiBindAddress(config, head)));
+        // The arguments are read from the container at each start, not carried here: a change of
+        // them alone restarts vllm serve and leaves the watchdog be.
+        env.WATCHDOG_SERVE_ARGS_FILE = RAY_SERVE_ARGS_FILE;
         env.WATCHDOG_SERVE_LOG = RAY_SERVE_LOG;
     }
     return {

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Checks the serve arguments with the vLLM inside the image, before any Ray or vLLM container starts:
 # vLLM's own parser and its own validation (`vllm serve`'s, with its start replaced by the checks of
-# the parser names vLLM would make at start), in a throw-away container with no network. Read-only. A refusal quotes vLLM's message and names the
-# config keys behind the flags it mentions.
-# Inputs: IMAGE, SERVE_ARGS (array: arguments of `vllm`, `serve` first), FLAG_KEYS (array of
-#         "<text>|<config key>": a flag, or words of vLLM's message, and the key behind them), TIMEOUT (seconds).
+# the parser names vLLM would make at start). Read-only. A refusal quotes vLLM's message and names
+# the config keys behind the flags it mentions.
+# Inputs: IMAGE, CONTAINER (the serving container of this node), SERVE_ARGS (array: arguments of
+#         `vllm`, `serve` first), FLAG_KEYS (array of "<text>|<config key>": a flag, or words of
+#         vLLM's message, and the key behind them), TIMEOUT (seconds).
 set -euo pipefail
 
 check="$(cat <<'PY'
@@ -35,8 +36,15 @@ cli_main.main()
 PY
 )"
 
+# In the serving container when it runs this very image (a change of the serve arguments alone: a
+# `docker exec` answers sooner than a new container), else in a throw-away container, no network.
+python=(docker run --rm --network none --gpus all --entrypoint python3 "$IMAGE")
+if [ -n "$CONTAINER" ] && running_image="$(docker inspect --format '{{if .State.Running}}{{.Image}}{{end}}' "$CONTAINER" 2>/dev/null)" &&
+  [ -n "$running_image" ] && [ "$running_image" = "$(docker image inspect --format '{{.Id}}' "$IMAGE" 2>/dev/null || true)" ]; then
+  python=(docker exec "$CONTAINER" python3)
+fi
 status=0
-output="$(timeout "$TIMEOUT" docker run --rm --network none --gpus all --entrypoint python3 "$IMAGE" -c "$check" "${SERVE_ARGS[@]}" 2>&1)" || status=$?
+output="$(timeout "$TIMEOUT" "${python[@]}" -c "$check" "${SERVE_ARGS[@]}" 2>&1)" || status=$?
 if [ "$status" -eq 0 ] && printf '%s\n' "$output" | grep -q '^vllm-fleet: serve arguments accepted$'; then
   echo "accepted"
   exit 0

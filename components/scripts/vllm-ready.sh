@@ -17,41 +17,62 @@ server_log() {
 
 # The key by name only: docker takes its value from this environment, no command line shows it.
 export VLLM_API_KEY="$API_KEY"
-probe() {
-  docker exec -i --env VLLM_API_KEY "$CONTAINER" python3 - "$HOST" "$PORT" "$SERVED_NAME" "$1" <<'PY'
-import json, os, sys, urllib.request
-host, port, model, what = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+# One Python process inside the container waits: it asks /v1/models every 0.2 s (a request, not a
+# `docker exec` each time), watches that `vllm serve` still runs, then asks one completion.
+# Exit 0: ready, the completion's JSON printed; 3: vllm serve is gone; 4: the timeout passed;
+# 5: listed but the completion failed.
+set +e
+answer="$(docker exec -i --env VLLM_API_KEY "$CONTAINER" python3 - "$HOST" "$PORT" "$SERVED_NAME" "$TIMEOUT" <<'PY'
+import json, os, subprocess, sys, time, urllib.request
+host, port, model, timeout = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
 headers = {"Content-Type": "application/json"}
 if os.environ.get("VLLM_API_KEY"):
     headers["Authorization"] = "Bearer " + os.environ["VLLM_API_KEY"]
 base = f"http://{host}:{port}/v1"
-if what == "models":
-    with urllib.request.urlopen(urllib.request.Request(base + "/models", headers=headers), timeout=5) as r:
-        ids = [m["id"] for m in json.load(r)["data"]]
-    sys.exit(0 if model in ids else 1)
-body = json.dumps({"model": model, "prompt": "Say hello.", "max_tokens": 16, "temperature": 0}).encode()
-with urllib.request.urlopen(urllib.request.Request(base + "/completions", data=body, headers=headers), timeout=120) as r:
-    print(json.dumps(json.load(r)))
-PY
-}
+deadline = time.monotonic() + timeout
 
-deadline=$((SECONDS + TIMEOUT))
-until probe models >/dev/null 2>&1; do
-  if ! docker exec "$CONTAINER" pgrep -f "vllm serve" >/dev/null 2>&1; then
-    echo "vllm serve exited before it served $SERVED_NAME; the server log ends with:" >&2
-    server_log >&2
-    exit 1
-  fi
-  if [ "$SECONDS" -ge "$deadline" ]; then
+def listed():
+    try:
+        with urllib.request.urlopen(urllib.request.Request(base + "/models", headers=headers), timeout=5) as r:
+            return model in [m["id"] for m in json.load(r)["data"]]
+    except Exception:
+        return False
+
+while not listed():
+    if subprocess.run(["pgrep", "-f", "vllm serve"], stdout=subprocess.DEVNULL).returncode != 0:
+        sys.exit(3)
+    if time.monotonic() >= deadline:
+        sys.exit(4)
+    time.sleep(0.2)
+body = json.dumps({"model": model, "prompt": "Say hello.", "max_tokens": 16, "temperature": 0}).encode()
+try:
+    with urllib.request.urlopen(urllib.request.Request(base + "/completions", data=body, headers=headers), timeout=120) as r:
+        print(json.dumps(json.load(r)))
+except Exception as e:
+    print(f"{type(e).__name__}: {e}")
+    sys.exit(5)
+PY
+)"
+status=$?
+set -e
+case "$status" in
+  0)
+    echo "completion $answer"
+    ;;
+  4)
     echo "vllm serve did not list $SERVED_NAME on /v1/models within ${TIMEOUT}s; the server log ends with:" >&2
     server_log >&2
     exit 1
-  fi
-  sleep 1
-done
-if ! completion="$(probe completion 2>&1)"; then
-  echo "vllm serve lists $SERVED_NAME but a completion failed: $completion" >&2
-  server_log >&2
-  exit 1
-fi
-echo "completion $completion"
+    ;;
+  5)
+    echo "vllm serve lists $SERVED_NAME but a completion failed: $answer" >&2
+    server_log >&2
+    exit 1
+    ;;
+  *)
+    # 3, or the container stopped under the exec.
+    echo "vllm serve exited before it served $SERVED_NAME; the server log ends with:" >&2
+    server_log >&2
+    exit 1
+    ;;
+esac

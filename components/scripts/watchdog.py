@@ -39,8 +39,12 @@ Configuration (environment; durations in seconds, fractions allowed):
   WATCHDOG_PORT           vLLM's port (required)
   WATCHDOG_MODEL          the served model name sent as `model` (required)
   VLLM_API_KEY            vLLM's API key, sent as `Authorization: Bearer`; empty or unset: none
-  WATCHDOG_SERVE_ARGS     executor ray (required there): JSON list of the arguments of `vllm`,
-                          e.g. ["serve", "/models/x", "--port", "8000"]
+  WATCHDOG_SERVE_ARGS_FILE
+                          executor ray: the file inside the container that holds the arguments
+                          of `vllm` as a JSON list, e.g. ["serve", "/models/x", "--port", "8000"]
+                          (default /tmp/vllm-fleet-serve.args). vllm-start.sh writes it with each
+                          start, so the watchdog starts the server the stack last started, and a
+                          change of the serve arguments alone leaves the watchdog as it is.
   WATCHDOG_SERVE_LOG      executor ray: the file inside the container that `vllm serve` writes its
                           output to (default /tmp/vllm-fleet-serve.log)
   WATCHDOG_INTERVAL       between probes (default 10)
@@ -91,6 +95,10 @@ DOCKER_TIMEOUT = 30.0
 
 class ConfigError(Exception):
     pass
+
+
+class ActionError(Exception):
+    """An action that cannot be taken (what it needs is missing)."""
 
 
 class DockerError(Exception):
@@ -153,17 +161,10 @@ class Config:
         self.host = env_str("WATCHDOG_HOST", "127.0.0.1")
         self.model = env_str("WATCHDOG_MODEL")
         self.api_key = os.environ.get("VLLM_API_KEY", "")
-        self.serve_args = []
         self.serve_log = env_str("WATCHDOG_SERVE_LOG", "/tmp/vllm-fleet-serve.log")
-        if self.executor == "ray":
-            raw = env_str("WATCHDOG_SERVE_ARGS")
-            try:
-                args = json.loads(raw)
-            except ValueError:
-                args = None
-            if not isinstance(args, list) or not args or not all(isinstance(a, str) for a in args):
-                raise ConfigError(f"WATCHDOG_SERVE_ARGS={raw!r}: expected a JSON list of strings")
-            self.serve_args = args
+        self.serve_args_file = env_str("WATCHDOG_SERVE_ARGS_FILE", "/tmp/vllm-fleet-serve.args")
+        if not self.serve_args_file.startswith("/"):
+            raise ConfigError(f"WATCHDOG_SERVE_ARGS_FILE={self.serve_args_file!r}: expected an absolute path")
         self.interval = env_seconds("WATCHDOG_INTERVAL", 10, 0.01)
         self.failures = env_count("WATCHDOG_FAILURES", 3, 1)
         self.grace = env_seconds("WATCHDOG_STARTUP_GRACE", 600)
@@ -597,7 +598,7 @@ class Watchdog:
         self.absent = 0
         try:
             action()
-        except DockerError as err:
+        except (DockerError, ActionError) as err:
             self.event("action-failed", f"{action_text} failed: {err}")
         return wait
 
@@ -623,17 +624,33 @@ class Watchdog:
     def restart_container(self):
         self.docker.restart(self.config.container, 10)
 
-    def start_serve(self):
+    def serve_args(self):
+        """The arguments of `vllm` of the stack's last start, as vllm-start.sh left them."""
         c = self.config
+        code, out = self.docker.exec_run(c.container, ["cat", c.serve_args_file])
+        try:
+            args = json.loads(out) if code == 0 else None
+        except ValueError:
+            args = None
+        if not isinstance(args, list) or not args or not all(isinstance(a, str) for a in args):
+            found = "missing" if code != 0 else "not a JSON list of strings"
+            raise ActionError(f"{c.serve_args_file} in {c.container} (the serve arguments vllm-start.sh writes) is {found}")
+        return args
+
+    def start_serve(self, args=None):
+        c = self.config
+        args = args or self.serve_args()
         env = [f"VLLM_API_KEY={c.api_key}"] if c.api_key else None
         # The arguments travel as "$@" of a fixed shell line, never spliced into it; the key only
         # in the environment of the exec, never on a command line.
-        cmd = ["sh", "-c", 'exec "$@" >"$0" 2>&1', c.serve_log, "vllm"] + c.serve_args
+        cmd = ["sh", "-c", 'exec "$@" >"$0" 2>&1', c.serve_log, "vllm"] + args
         self.docker.exec_run(c.container, cmd, env=env, detach=True)
         self.new_server(None, time.time())
 
     def restart_serve(self):
         c = self.config
+        # Read first: a server that could not be started again is left running.
+        args = self.serve_args()
         self.docker.exec_run(c.container, ["pkill", "-f", SERVE_PATTERN])
         deadline = time.monotonic() + c.stop_timeout
         while self.serve_pid() is not None:
@@ -645,7 +662,7 @@ class Watchdog:
                     time.sleep(min(0.5, c.interval))
                 break
             time.sleep(min(1.0, c.interval))
-        self.start_serve()
+        self.start_serve(args)
 
 
 def main():

@@ -100,7 +100,22 @@ describe("the program's graph (mocks)", async () => {
         expect(args).not.toContain("--ipc");
         const env = envOf(args);
         expect(env).toMatchObject({ WATCHDOG_EXECUTOR: "ray", WATCHDOG_CONTAINER: "vllm-fleet-ray", WATCHDOG_PORT: "30000", WATCHDOG_FAILURES: "3", WATCHDOG_MAX_RESTARTS: "3" });
-        expect(JSON.parse(env.WATCHDOG_SERVE_ARGS)).toEqual(expect.arrayContaining(["serve", "--distributed-executor-backend", "ray"]));
+        // It starts vllm serve again with the arguments the last start left in the Ray head.
+        expect(env.WATCHDOG_SERVE_ARGS_FILE).toBe("/tmp/vllm-fleet-serve.args");
+        const start = unsecret(run.byName("vllm-serve").inputs.create) as string;
+        expect(start).toContain("ARGS_FILE='/tmp/vllm-fleet-serve.args'");
+        const json = /^SERVE_ARGS_JSON='(.*)'$/m.exec(start)?.[1] ?? "";
+        expect(JSON.parse(json)).toEqual(expect.arrayContaining(["serve", "--distributed-executor-backend", "ray"]));
+    });
+
+    it("restarts vllm serve, and leaves the watchdog as it is, when only a serve argument changes", async () => {
+        const changed = await runProgram({ ...duo, vllm: { ...duo.vllm, maxModelLen: 16384 } }, probe);
+        // Each run here makes new revisions (no container was observed); an up keeps those it finds alive.
+        const program = (r: MockRun, name: string) => (unsecret(r.byName(name).inputs.create) as string).replace(/vllm-fleet\.revision=\w+/g, "vllm-fleet.revision=R");
+        expect(program(changed, "vllm-serve")).not.toEqual(program(run, "vllm-serve"));
+        expect(program(changed, "vllm-serve")).toContain("16384");
+        expect(program(changed, "vllm-watchdog")).toEqual(program(run, "vllm-watchdog"));
+        expect(program(changed, "ray-spark1-ray-head")).toEqual(program(run, "ray-spark1-ray-head"));
     });
 
     it("checks the serve arguments with the image's vLLM, on the first node, before the Ray head starts", () => {

@@ -116,7 +116,7 @@ describe("remote.Command keeps what the program sends", async () => {
         }
         const serve = unsecret(first.byName("vllm-serve").inputs);
         expect(serve.delete).toBe(runFromStdin("delete"));
-        expect(unsecret(serve.stdin)).toMatch(/FLEET_DELETE=.*pkill -f "vllm serve"/s);
+        expect(unsecret(serve.stdin)).toMatch(/FLEET_DELETE=.*stop_vllm_serve "\$CONTAINER"/s);
     });
 
     it("runs no probe as a resource: the facts come from the read at the start of every run", () => {

@@ -2,7 +2,9 @@
  * The node-side scripts that decide when a container counts as started or joined, run by bash
  * against a fake `docker` that plays back a container's state and log.
  */
-import { spawnSync } from "child_process";
+import { spawn, spawnSync } from "child_process";
+import * as http from "http";
+import { AddressInfo } from "net";
 import * as fs from "fs";
 import * as os from "os";
 import * as path from "path";
@@ -179,12 +181,106 @@ describe("nccl-transport.sh: the transport each rank's NCCL chose, from NCCL's o
     });
 });
 
+describe("vllm-ready.sh: served means listed on /v1/models and one completion answered", () => {
+    type Api = { listedAfterMs: number; completion: "ok" | "500" };
+
+    /**
+     * Runs vllm-ready.sh with a `docker` whose `exec` runs the command here (the Python wait among
+     * them), a `pgrep` that finds `vllm serve` while `serving` is true, and `api` on 127.0.0.1.
+     */
+    async function waitReady(api: Api | undefined, serving: boolean, timeout = 5): Promise<{ status: number | null; stdout: string; stderr: string; execs: number; listings: number }> {
+        const dir = fs.mkdtempSync(path.join(os.tmpdir(), "vllm-ready-"));
+        let listings = 0;
+        const started = Date.now();
+        const server = http.createServer((req, res) => {
+            if (req.url === "/v1/models") {
+                listings += 1;
+                const listed = api && Date.now() - started >= api.listedAfterMs;
+                res.writeHead(200, { "Content-Type": "application/json" });
+                res.end(JSON.stringify({ data: listed ? [{ id: "m" }] : [] }));
+            } else if (api?.completion === "ok") {
+                res.writeHead(200, { "Content-Type": "application/json" });
+                res.end(JSON.stringify({ choices: [{ text: " hello" }] }));
+            } else {
+                res.writeHead(500);
+                res.end();
+            }
+        });
+        await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+        try {
+            fs.writeFileSync(path.join(dir, "serve.log"), "INFO last line of the server log\n");
+            fs.writeFileSync(
+                path.join(dir, "docker"),
+                [
+                    "#!/bin/bash",
+                    `echo "$1" >> ${JSON.stringify(path.join(dir, "calls"))}`,
+                    '[ "$1" = exec ] || exit 1',
+                    "shift",
+                    'while [ "${1#-}" != "$1" ]; do [ "$1" = --env ] && shift; shift; done',
+                    'shift # the container',
+                    'exec "$@"',
+                ].join("\n") + "\n",
+                { mode: 0o755 },
+            );
+            fs.writeFileSync(path.join(dir, "pgrep"), `#!/bin/sh\nexit ${serving ? 0 : 1}\n`, { mode: 0o755 });
+            const program = scriptProgram("vllm-ready", {
+                CONTAINER: "vllm-fleet-ray",
+                HOST: "127.0.0.1",
+                PORT: (server.address() as AddressInfo).port,
+                SERVED_NAME: "m",
+                TIMEOUT: timeout,
+                API_KEY: "",
+                LOG_FILE: path.join(dir, "serve.log"),
+            });
+            const child = spawn("bash", ["-c", program], { env: { ...process.env, PATH: `${dir}:${process.env.PATH}` } });
+            let stdout = "";
+            let stderr = "";
+            child.stdout.on("data", (chunk: Buffer) => (stdout += chunk.toString()));
+            child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
+            const status = await new Promise<number | null>((resolve) => child.on("close", resolve));
+            const calls = fs.readFileSync(path.join(dir, "calls"), "utf8").trim().split("\n");
+            return { status, stdout, stderr, execs: calls.filter((call) => call === "exec").length, listings };
+        } finally {
+            server.close();
+            fs.rmSync(dir, { recursive: true, force: true });
+        }
+    }
+
+    it("waits inside one exec, asking /v1/models until the model is listed, then prints the completion", async () => {
+        const outcome = await waitReady({ listedAfterMs: 700, completion: "ok" }, true);
+        expect(outcome.status).toBe(0);
+        expect(outcome.stdout).toBe('completion {"choices": [{"text": " hello"}]}\n');
+        expect(outcome.execs).toBe(1);
+        expect(outcome.listings).toBeGreaterThan(1);
+    });
+
+    it("fails with the server log when vllm serve is gone before the model is listed", async () => {
+        const outcome = await waitReady(undefined, false);
+        expect(outcome.status).toBe(1);
+        expect(outcome.stderr).toContain("vllm serve exited before it served m; the server log ends with:\nINFO last line of the server log");
+    });
+
+    it("fails after its timeout, saying what it waited for", async () => {
+        const outcome = await waitReady({ listedAfterMs: 60_000, completion: "ok" }, true, 1);
+        expect(outcome.status).toBe(1);
+        expect(outcome.stderr).toContain("vllm serve did not list m on /v1/models within 1s; the server log ends with:");
+    });
+
+    it("fails when the model is listed but a completion fails, quoting the error", async () => {
+        const outcome = await waitReady({ listedAfterMs: 0, completion: "500" }, true);
+        expect(outcome.status).toBe(1);
+        expect(outcome.stderr).toMatch(/vllm serve lists m but a completion failed: HTTPError: HTTP Error 500/);
+    });
+});
+
 describe("secrets stay off the node's command lines", () => {
     it("vllm-start.sh and vllm-ready.sh name the API key to docker exec, which takes its value from their environment", () => {
         for (const name of ["vllm-start", "vllm-ready"]) {
             const vars = {
                 CONTAINER: "vllm-fleet-ray",
                 SERVE_ARGS: ["serve", "/models/m"],
+                SERVE_ARGS_JSON: '["serve", "/models/m"]',
+                ARGS_FILE: "/tmp/vllm-fleet-serve.args",
                 API_KEY: "sk-very-secret",
                 LOG_FILE: "/tmp/serve.log",
                 TOKEN: "t1",
@@ -195,7 +291,7 @@ describe("secrets stay off the node's command lines", () => {
                 SERVED_NAME: "m",
                 TIMEOUT: 1,
             };
-            const outcome = runWithFakeDocker(bashCommand(scriptProgram(name, vars)), { exec: '{"data":[{"id":"m"}]}' });
+            const outcome = runWithFakeDocker(bashCommand(scriptProgram(name === "vllm-start" ? ["vllm-stop", name] : name, vars)), { exec: '{"data":[{"id":"m"}]}' });
             const execs = outcome.calls.filter((args) => args[0] === "exec" && args.includes("--env"));
             expect(execs.length).toBeGreaterThan(0);
             for (const args of outcome.calls) {
@@ -212,20 +308,38 @@ describe("vllm-args-check.sh: the serve arguments checked by the vLLM inside the
     // `docker run ... --entrypoint python3 IMAGE -c CHECK ARGS` runs the check here, against the vLLM
     // stand-in of the proving ground (test/sim/workload/vllm, modelled on vLLM 0.17.1's CLI), or
     // against no vLLM at all.
-    function check(serveArgs: string[], flagKeys: string[], vllm = true): { status: number | null; stdout: string; stderr: string } {
+    // `docker exec vllm-fleet-ray python3 -c CHECK ARGS` too, when `serving` names the image the
+    // serving container runs.
+    function check(
+        serveArgs: string[],
+        flagKeys: string[],
+        vllm = true,
+        serving?: string,
+    ): { status: number | null; stdout: string; stderr: string; docker: string[] } {
         const dir = fs.mkdtempSync(path.join(os.tmpdir(), "args-check-"));
         try {
             fs.writeFileSync(
                 path.join(dir, "docker"),
-                '#!/bin/bash\nwhile [ "$1" != "--entrypoint" ]; do shift; done\nshift 3\nexec python3 "$@"\n',
+                [
+                    "#!/bin/bash",
+                    `echo "$1" >> ${JSON.stringify(path.join(dir, "calls"))}`,
+                    'case "$1" in',
+                    `  inspect) ${serving ? `echo ${serving}` : "exit 1"} ;;`,
+                    "  image) echo sha256:img1 ;;",
+                    '  exec) shift 2; exec "$@" ;;',
+                    '  run) while [ "$1" != "--entrypoint" ]; do shift; done; shift 3; exec python3 "$@" ;;',
+                    "esac",
+                ].join("\n") + "\n",
                 { mode: 0o755 },
             );
-            const result = spawnSync("bash", ["-c", bashCommand(scriptProgram("vllm-args-check", { IMAGE: "img:1", SERVE_ARGS: serveArgs, FLAG_KEYS: flagKeys, TIMEOUT: 60 }))], {
+            const program = scriptProgram("vllm-args-check", { IMAGE: "img:1", CONTAINER: "vllm-fleet-ray", SERVE_ARGS: serveArgs, FLAG_KEYS: flagKeys, TIMEOUT: 60 });
+            const result = spawnSync("bash", ["-c", bashCommand(program)], {
                 env: { ...process.env, PATH: `${dir}:${process.env.PATH}`, PYTHONPATH: vllm ? STANDIN : dir, PYTHONDONTWRITEBYTECODE: "1" },
                 encoding: "utf8",
                 timeout: 60_000,
             });
-            return { status: result.status, stdout: result.stdout, stderr: result.stderr };
+            const docker = fs.readFileSync(path.join(dir, "calls"), "utf8").trim().split("\n");
+            return { status: result.status, stdout: result.stdout, stderr: result.stderr, docker };
         } finally {
             fs.rmSync(dir, { recursive: true, force: true });
         }
@@ -238,6 +352,23 @@ describe("vllm-args-check.sh: the serve arguments checked by the vLLM inside the
         expect(outcome.stderr).toBe("");
         expect(outcome.status).toBe(0);
         expect(outcome.stdout.trim()).toBe("accepted");
+        expect(outcome.docker).toEqual(["inspect", "run"]);
+    });
+
+    it("checks inside the serving container when it runs the same image, in a new container when not", () => {
+        const args = ["serve", "/models/m", "--max-model-len", "4096"];
+        const same = check(args, keys, true, "sha256:img1");
+        expect(same.stdout.trim()).toBe("accepted");
+        expect(same.docker).toEqual(["inspect", "image", "exec"]);
+        const other = check(args, keys, true, "sha256:img0");
+        expect(other.stdout.trim()).toBe("accepted");
+        expect(other.docker).toEqual(["inspect", "image", "run"]);
+        // A stopped container prints no image (`{{if .State.Running}}`).
+        const stopped = check(args, keys, true, "");
+        expect(stopped.docker).toEqual(["inspect", "run"]);
+        const refused = check(["serve", "/models/m", "--max-model-len", "x"], keys, true, "sha256:img1");
+        expect(refused.status).toBe(1);
+        expect(refused.docker).toEqual(["inspect", "image", "exec"]);
     });
 
     it.each([

@@ -14,6 +14,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 const SCRIPT = path.join(__dirname, "../../components/scripts/watchdog.py");
 const SERVE_ARGS = ["serve", "/models/tiny-moe", "--served-model-name", "tiny-moe", "--port", "8000", "--tensor-parallel-size", "2"];
 const SERVE_LOG = "/tmp/vllm-fleet-serve.log";
+const SERVE_ARGS_FILE = "/tmp/vllm-fleet-serve.args";
 const API_KEY = "sk-watchdog-test";
 const HOUR_MS = 3600_000;
 
@@ -46,6 +47,8 @@ interface FakeDockerState {
     serveStartedMs: number;
     /** Whether `pkill -f` (SIGTERM) stops it; `pkill -9` always does. */
     sigtermStops: boolean;
+    /** What the serve arguments file holds (vllm-start.sh writes it); undefined: no file. */
+    serveArgsFile?: string;
     /** Called when the container is restarted, and when `vllm serve` is started by an exec. */
     onRestart?: () => void;
     onServeStart?: () => void;
@@ -74,6 +77,7 @@ class FakeDocker {
         servePid: 4242,
         serveStartedMs: Date.now() - HOUR_MS,
         sigtermStops: true,
+        serveArgsFile: `${JSON.stringify(SERVE_ARGS)}\n`,
     };
     private readonly server: http.Server;
 
@@ -176,6 +180,9 @@ class FakeDocker {
                     st.serveRunning = false;
                 }
                 return "";
+            case "cat":
+                exec.exitCode = args[0] === SERVE_ARGS_FILE && st.serveArgsFile !== undefined ? 0 : 1;
+                return exec.exitCode === 0 ? st.serveArgsFile! : "";
             case "sh":
                 exec.exitCode = 0;
                 st.serveRunning = true;
@@ -296,7 +303,7 @@ function startWatchdog(executor: "ray" | "mp", env: Record<string, string> = {},
         WATCHDOG_WINDOW: "60",
         WATCHDOG_PROBE_TIMEOUT: "1",
         WATCHDOG_STOP_TIMEOUT: "1",
-        ...(executor === "ray" ? { WATCHDOG_SERVE_ARGS: JSON.stringify(SERVE_ARGS), WATCHDOG_SERVE_LOG: SERVE_LOG } : {}),
+        ...(executor === "ray" ? { WATCHDOG_SERVE_ARGS_FILE: SERVE_ARGS_FILE, WATCHDOG_SERVE_LOG: SERVE_LOG } : {}),
         ...env,
     };
     const text = fs.readFileSync(SCRIPT, "utf8");
@@ -521,6 +528,20 @@ describe("watchdog.py: ray executor", () => {
         expect(linesMatching(watchdog, /vllm serve still runs 0\.2s after SIGTERM; killing it/)).toHaveLength(1);
     });
 
+    it("leaves a dying server running when the serve arguments cannot be read, saying which file", async () => {
+        vllm.health = "503";
+        docker.state.serveArgsFile = "serve /models/x";
+        const watchdog = startWatchdog("ray");
+        await untilLine(watchdog, /restarting vllm serve failed/);
+        expect(linesMatching(watchdog, /restarting vllm serve failed: \/tmp\/vllm-fleet-serve\.args in vllm-fleet-ray \(the serve arguments vllm-start\.sh writes\) is not a JSON list of strings/)).toHaveLength(1);
+        docker.state.serveArgsFile = undefined;
+        await untilLine(watchdog, /restarting vllm serve failed: .* is missing/);
+        const programs = docker.startedExecs().map((e) => e.cmd[0]);
+        expect(programs).toContain("cat");
+        expect(programs).not.toContain("pkill");
+        expect(programs).not.toContain("sh");
+    });
+
     it("leaves a missing Ray head container to Docker", async () => {
         docker.state.container = "missing";
         const watchdog = startWatchdog("ray");
@@ -544,8 +565,8 @@ describe("watchdog.py: the process", () => {
     });
 
     it("refuses a bad configuration, naming the variable", async () => {
-        const watchdog = startWatchdog("ray", { WATCHDOG_SERVE_ARGS: "serve /models/x" });
+        const watchdog = startWatchdog("ray", { WATCHDOG_SERVE_ARGS_FILE: "serve.args" });
         expect(await watchdog.exit).toBe(2);
-        expect(watchdog.stderr()).toContain("WATCHDOG_SERVE_ARGS='serve /models/x': expected a JSON list of strings");
+        expect(watchdog.stderr()).toContain("WATCHDOG_SERVE_ARGS_FILE='serve.args': expected an absolute path");
     });
 });
