@@ -13,7 +13,7 @@
  */
 import * as pulumi from "@pulumi/pulumi";
 import * as command from "@pulumi/command";
-import { SshConnection, SshFiles, knownHostsLine, sshArgs } from "./ssh";
+import { SshConnection, SshFiles, knownHostsLine, sharedConnectionFailed, sshArgs, sshShareOptions } from "./ssh";
 import { programsOnStdin, readScript, renderAssignments, runFromStdin } from "./shell";
 
 export { SshConnection } from "./ssh";
@@ -165,12 +165,12 @@ async function runOverSsh(props: SshCommandProps, operation: "create" | "update"
     try {
         const keyFile = path.join(dir, "key");
         fs.writeFileSync(keyFile, props.privateKey.endsWith("\n") ? props.privateKey : `${props.privateKey}\n`, { mode: 0o600 });
-        const argsFor = (target: { node: string; host: string; port: number; user: string; hostKey?: string }, remote: string) => {
+        const argsFor = (target: { node: string; host: string; port: number; user: string; hostKey?: string }, remote: string, extra: readonly string[]) => {
             const knownHosts = path.join(dir, `known_hosts-${target.node}`);
             if (target.hostKey) {
                 fs.writeFileSync(knownHosts, knownHostsLine(target));
             }
-            return sshArgs({ ...target, connectTimeoutSeconds: props.connectTimeoutSeconds }, keyFile, knownHosts, remote);
+            return sshArgs({ ...target, connectTimeoutSeconds: props.connectTimeoutSeconds }, keyFile, knownHosts, remote, extra);
         };
         const tail = (text: string) => text.trimEnd().split("\n").slice(-40).join("\n");
         const failure = (target: { node: string; host: string; port: number; user: string }, code: number | null, signal: string | null, stdout: string, stderr: string) => {
@@ -183,10 +183,12 @@ async function runOverSsh(props: SshCommandProps, operation: "create" | "update"
         };
         type Outcome = { code: number | null; signal: string | null; stdout: string; stderr: string };
         const children: import("child_process").ChildProcess[] = [];
-        const session = (target: { node: string; host: string; port: number; user: string; hostKey?: string }, input: string, op: "create" | "update" | "delete") =>
+        type Target = { node: string; host: string; port: number; user: string; hostKey?: string };
+        // children[0]: this node's current session, children[1]: the peer's.
+        const attempt = (target: Target, input: string, op: "create" | "update" | "delete", extra: readonly string[], slot: 0 | 1) =>
             new Promise<Outcome>((resolve, reject) => {
-                const child = childProcess.spawn("ssh", argsFor(target, runFromStdin(op)), { stdio: ["pipe", "pipe", "pipe"] });
-                children.push(child);
+                const child = childProcess.spawn("ssh", argsFor(target, runFromStdin(op), extra), { stdio: ["pipe", "pipe", "pipe"] });
+                children[slot] = child;
                 const out: Buffer[] = [];
                 const err: Buffer[] = [];
                 child.stdin!.on("error", () => undefined);
@@ -198,8 +200,14 @@ async function runOverSsh(props: SshCommandProps, operation: "create" | "update"
                     resolve({ code, signal, stdout: Buffer.concat(out).toString("utf8"), stderr: Buffer.concat(err).toString("utf8") }),
                 );
             });
+        // Over the node's shared connection; once more on a connection of its own if that one failed.
+        const session = async (target: Target, input: string, op: "create" | "update" | "delete", slot: 0 | 1) => {
+            const shared = sshShareOptions({ ...target, connectTimeoutSeconds: props.connectTimeoutSeconds }, props.privateKey);
+            const outcome = await attempt(target, input, op, shared.options, slot);
+            return sharedConnectionFailed(shared, outcome.code, outcome.stdout) ? attempt(target, input, op, ["-o", "ControlPath=none"], slot) : outcome;
+        };
         const peer = operation === "delete" ? undefined : props.peer;
-        const main = session(props, programsOnStdin(props), operation);
+        const main = session(props, programsOnStdin(props), operation, 0);
         if (!peer) {
             const outcome = await main;
             if (outcome.code !== 0) {
@@ -207,7 +215,7 @@ async function runOverSsh(props: SshCommandProps, operation: "create" | "update"
             }
             return { stdout: outcome.stdout, stderr: outcome.stderr };
         }
-        const other = session(peer, programsOnStdin({ create: peer.program }), "create");
+        const other = session(peer, programsOnStdin({ create: peer.program }), "create", 1);
         // When one side fails, the other gets 10 s to notice on its own, then its session is closed.
         const closeAfterFailure = (outcome: Outcome, child: () => import("child_process").ChildProcess | undefined) => {
             if (outcome.code !== 0) {

@@ -12,7 +12,7 @@ import { NodeObservation, parseObservation, servingContainerOf } from "../infra/
 import { WATCHDOG_CONTAINER } from "../infra/plan";
 import { firewallMarker } from "./firewall";
 import { programsOnStdin, runFromStdin, scriptProgram } from "./shell";
-import { sshArgs, writeSshFiles } from "./ssh";
+import { sharedConnectionFailed, sshArgs, sshShareOptions, writeSshFiles } from "./ssh";
 
 /** Reads every node; fails naming the node when one cannot be read. */
 export type Observer = (config: FleetConfig, secrets: ObserverSecrets, options?: { rayNodes?: boolean }) => Promise<NodeObservation[]>;
@@ -42,6 +42,16 @@ export function observeProgram(config: FleetConfig, stack: string, index: number
     });
 }
 
+/** ssh's own failure (exit 255), with what the session printed before it. */
+class SshSessionError extends FleetError {
+    constructor(
+        message: string,
+        readonly stdout: string,
+    ) {
+        super(message);
+    }
+}
+
 function readNode(node: FleetNode, timeoutSeconds: number, args: string[], input: string): Promise<string> {
     const where = `node ${node.name} (${node.user}@${node.host}:${node.port})`;
     return new Promise((resolve, reject) => {
@@ -64,7 +74,7 @@ function readNode(node: FleetNode, timeoutSeconds: number, args: string[], input
             if (code === 0) {
                 resolve(Buffer.concat(out).toString("utf8"));
             } else if (code === 255) {
-                reject(new FleetError(`${where}: ssh failed (connection or authentication): ${last || "no answer"}`));
+                reject(new SshSessionError(`${where}: ssh failed (connection or authentication): ${last || "no answer"}`, Buffer.concat(out).toString("utf8")));
             } else if (signal) {
                 reject(new FleetError(`${where}: reading the node took longer than ${timeoutSeconds}s`));
             } else {
@@ -81,7 +91,17 @@ export const observeOverSsh: Observer = async (config, secrets, options = {}) =>
             const target = { ...node, connectTimeoutSeconds: config.timeouts.sshConnectSeconds };
             const files = writeSshFiles(secrets.stack, { ...target, node: node.name }, secrets.privateKey, secrets.privateKeyPath);
             const input = programsOnStdin({ create: observeProgram(config, secrets.stack, index, options.rayNodes) });
-            const output = await readNode(node, config.timeouts.sshConnectSeconds * 2 + 90, sshArgs(target, files.keyFile, files.knownHostsFile, runFromStdin("create")), input);
+            const timeout = config.timeouts.sshConnectSeconds * 2 + 90;
+            const read = (extra: readonly string[]) => readNode(node, timeout, sshArgs(target, files.keyFile, files.knownHostsFile, runFromStdin("create"), extra), input);
+            // Over the node's shared connection (the steps of this run use it next); once more on a
+            // connection of its own when that one failed.
+            const shared = sshShareOptions(target, secrets.privateKey);
+            const output = await read(shared.options).catch((error: unknown) => {
+                if (error instanceof SshSessionError && sharedConnectionFailed(shared, 255, error.stdout)) {
+                    return read(["-o", "ControlPath=none"]);
+                }
+                throw error;
+            });
             return parseObservation(node.name, output);
         }),
     );

@@ -59,9 +59,54 @@ export function sshClientOptions(target: SshTarget, keyFile: string, knownHostsF
     ];
 }
 
-/** The full argument list of `ssh` running `remote` on `target`. */
-export function sshArgs(target: SshTarget & { readonly user: string }, keyFile: string, knownHostsFile: string, remote: string): string[] {
-    return [...sshClientOptions(target, keyFile, knownHostsFile), "-p", String(target.port), `${target.user}@${target.host}`, "--", remote];
+/** The full argument list of `ssh` running `remote` on `target`; `extra`: more options (e.g. {@link sshShareOptions}). */
+export function sshArgs(target: SshTarget & { readonly user: string }, keyFile: string, knownHostsFile: string, remote: string, extra: readonly string[] = []): string[] {
+    return [...sshClientOptions(target, keyFile, knownHostsFile), ...extra, "-p", String(target.port), `${target.user}@${target.host}`, "--", remote];
+}
+
+/**
+ * Options that let the sessions to one node share one connection (OpenSSH's ControlMaster, as
+ * Ansible does by default): the first session makes it, later ones, of this run and of runs within
+ * 30 s, open a channel on it instead of paying a key exchange and a new sshd. The socket is named by
+ * everything the connection was made with (user, host, port, the key, the pinned host key) and lives
+ * in a directory only this user can enter; where there is no such directory, nothing is shared.
+ * `existing`: whether a shared connection was there to be used (see {@link sharedConnectionFailed}).
+ * Self-contained: it is serialized into the builtin runner's dynamic provider.
+ */
+export function sshShareOptions(target: SshTarget & { readonly user: string }, privateKey: string): { options: string[]; existing: boolean } {
+    const fsModule = require("fs") as typeof import("fs");
+    const osModule = require("os") as typeof import("os");
+    const pathModule = require("path") as typeof import("path");
+    const cryptoModule = require("crypto") as typeof import("crypto");
+    const uid = typeof process.getuid === "function" ? process.getuid() : -1;
+    const dir = pathModule.join(osModule.tmpdir(), `vllm-fleet-ssh-${uid}`);
+    try {
+        fsModule.mkdirSync(dir, { mode: 0o700 });
+    } catch (error) {
+        if ((error as NodeJS.ErrnoException).code !== "EEXIST") {
+            return { options: [], existing: false };
+        }
+    }
+    const stat = fsModule.lstatSync(dir);
+    if (!stat.isDirectory() || stat.uid !== uid || (stat.mode & 0o077) !== 0) {
+        return { options: [], existing: false };
+    }
+    const id = cryptoModule
+        .createHash("sha256")
+        .update(JSON.stringify([target.user, target.host, target.port, target.hostKey ?? "", privateKey]))
+        .digest("hex")
+        .slice(0, 24);
+    const socket = pathModule.join(dir, id);
+    return { options: ["-o", "ControlMaster=auto", "-o", `ControlPath=${socket}`, "-o", "ControlPersist=30"], existing: fsModule.existsSync(socket) };
+}
+
+/**
+ * Whether a session that went through an existing shared connection failed for the connection's
+ * sake rather than the program's (ssh's 255 before any output: e.g. the node rebooted since, and
+ * the connection's end went with it); such a session is run once more on a connection of its own.
+ */
+export function sharedConnectionFailed(shared: { existing: boolean }, code: number | null, stdout: string): boolean {
+    return shared.existing && code === 255 && stdout === "";
 }
 
 /** Files the system ssh client of the operator's machine reads for one node. */
