@@ -44,6 +44,7 @@ if [ "$SERVE_IN_CONTAINER" = yes ] || [ "$ENDPOINT" = yes ]; then
     serving="$(docker exec "$SERVING_CONTAINER" python3 -c '
 import json, subprocess, sys, urllib.request, urllib.error
 serve_section, endpoint_section, port, model = sys.argv[1:5]
+# Split, so that the pattern does not match this very process (its command line holds this text).
 found = subprocess.run(["pgrep", "-o", "-f", "vllm" + " serve"], capture_output=True, text=True).stdout.split()
 
 if serve_section == "yes":
@@ -59,7 +60,7 @@ if endpoint_section != "yes":
 print("### endpoint", flush=True)
 
 def server():
-    """The API key (VLLM_API_KEY) and the address (--host) of the oldest `vllm serve` here."""
+    """The API key (VLLM_API_KEY) and the address (--host) of the oldest server found."""
     key, host = "", "127.0.0.1"
     if not found:
         return key, host

@@ -181,6 +181,62 @@ describe("nccl-transport.sh: the transport each rank's NCCL chose, from NCCL's o
     });
 });
 
+describe("live.sh: vllm serve and the endpoint as the serving container sees them", () => {
+    /**
+     * Runs live.sh for the Ray head with a `docker` whose `exec` runs the command here, in a PID
+     * namespace of its own (what a container's processes are), with a process named `vllm serve`
+     * in it when `server` is true.
+     */
+    function live(server: boolean): string {
+        const dir = fs.mkdtempSync(path.join(os.tmpdir(), "live-"));
+        try {
+            const container = '{"name":"/vllm-fleet-ray","id":"c0ffee","status":"running","running":true,"restarting":false,"exitCode":0,"restartCount":0,"startedAt":"","labels":{}}';
+            const start = server ? `(exec -a "vllm serve" sleep 30) & sleep 0.2; ` : "";
+            fs.writeFileSync(
+                path.join(dir, "docker"),
+                [
+                    "#!/bin/bash",
+                    'case "$1" in',
+                    "  ps) echo c0ffee ;;",
+                    `  inspect) echo '${container}' ;;`,
+                    '  exec) shift; while [ "${1#-}" != "$1" ]; do [ "$1" = --env ] && shift; shift; done; shift',
+                    `    exec unshare --pid --fork --mount-proc bash -c '${start}"$@"; status=$?; kill %1 2>/dev/null; exit $status' _ "$@" ;;`,
+                    "esac",
+                ].join("\n") + "\n",
+                { mode: 0o755 },
+            );
+            const program = scriptProgram("live", {
+                STACK: "unit",
+                SERVING_CONTAINER: "vllm-fleet-ray",
+                SERVE_IN_CONTAINER: "yes",
+                ENDPOINT: "yes",
+                PORT: 9, // nothing listens
+                SERVED_NAME: "m",
+                WATCHDOG_CONTAINER: "",
+                RAY_NODES: "no",
+                FIREWALL_MARKER: "",
+            });
+            const result = spawnSync("bash", ["-c", program], { env: { ...process.env, PATH: `${dir}:${process.env.PATH}` }, encoding: "utf8", timeout: 30_000 });
+            expect(result.status).toBe(0);
+            return result.stdout;
+        } finally {
+            fs.rmSync(dir, { recursive: true, force: true });
+        }
+    }
+
+    it("finds no server when none runs: the reading process's own command line does not count", () => {
+        const out = live(false);
+        expect(out).toMatch(/^### serve\nprocess no\n/m);
+        expect(out).toMatch(/^### endpoint\nhealth none .*\ncompletion fail /m);
+    });
+
+    it("finds the server that runs, and says the endpoint does not answer when it does not", () => {
+        const out = live(true);
+        expect(out).toMatch(/^### serve\nprocess yes\n/m);
+        expect(out).toMatch(/^completion fail /m);
+    });
+});
+
 describe("vllm-ready.sh: served means listed on /v1/models and one completion answered", () => {
     type Api = { listedAfterMs: number; completion: "ok" | "500" };
 
