@@ -77,27 +77,33 @@ describe.each([
 
     it("applies a max-model-len change to the vLLM service only", async () => {
         const before = containerIds(cluster);
+        const watchdogId = () => onNode(cluster.nodes[0], "docker inspect --format '{{.Id}}' vllm-fleet-watchdog").trim();
+        const watchdogBefore = watchdogId();
         await stack.setConfig("vllm-fleet:vllm", { value: JSON.stringify({ port: 8000, maxModelLen: 2048 }) });
         const preview = await stack.preview();
-        // vllm serve restarts in place after the image's vLLM checked its new arguments; the
-        // watchdog, which carries the serve arguments, is replaced; each node's fabric check runs
-        // again once vLLM serves again.
+        // vllm serve restarts in place after the image's vLLM checked its new arguments; each
+        // node's fabric check runs again once vLLM serves again. The watchdog, which takes the
+        // serve arguments from the Ray head, keeps running (its container among those below).
         expect(preview.changeSummary.update).toBe(2);
-        expect(preview.changeSummary.replace ?? 0).toBe(1 + nodes);
+        expect(preview.changeSummary.replace ?? 0).toBe(nodes);
         expect(preview.changeSummary.create ?? 0).toBe(0);
         expect(preview.stdout).toMatch(/~ .*vllm-serve/);
         expect(preview.stdout).toMatch(/~ .*vllm-args-check/);
-        expect(preview.stdout).toMatch(/\+-.*vllm-watchdog/);
+        expect(preview.stdout).not.toMatch(/vllm-watchdog/);
         expect(preview.stdout).toMatch(/\+-.*vllm-fabric-spark1/);
 
         const up = await timed(`${nodes}-vllm-change`, () => stack.up());
         expect(up.summary.resourceChanges?.update).toBe(2);
-        expect(up.summary.resourceChanges?.replace).toBe(1 + nodes);
+        expect(up.summary.resourceChanges?.replace).toBe(nodes);
         expect(containerIds(cluster)).toEqual(before);
         const models = (await (await fetch(`${up.outputs.endpoint.value}/models`, { headers: { Authorization: `Bearer ${up.outputs.apiKey.value}` } })).json()) as {
             data: { id: string; max_model_len: number }[];
         };
         expect(models.data[0]).toMatchObject({ id: "tiny-moe", max_model_len: 2048 });
+        // The watchdog ran on, and would start vllm serve again with the new arguments.
+        expect(watchdogId()).toBe(watchdogBefore);
+        const args = JSON.parse(onNode(cluster.nodes[0], `docker exec ${RAY_CONTAINER} cat /tmp/vllm-fleet-serve.args`)) as string[];
+        expect(args[args.indexOf("--max-model-len") + 1]).toBe("2048");
     });
 
     it("replaces the workers after a replaced head, which they then join (no worker tied to the old cluster)", async () => {
