@@ -107,27 +107,31 @@ interface Deployment {
     readonly nodeCgroups: readonly string[];
 }
 
-/** What the hosts show: sshd logins per node and each node's Ray container (id and start time). */
+/**
+ * What the hosts show: the SSH sessions each node's sshd opened (a channel of a shared connection
+ * too: sshd logs at VERBOSE, test/sim/node/sshd_config.conf) and each node's Ray container (id and
+ * start time).
+ */
 interface HostSnapshot {
-    readonly sshLogins: readonly number[];
+    readonly sshSessions: readonly number[];
     readonly rayContainers: readonly string[];
 }
 
 function snapshotHosts(cluster: SimCluster): HostSnapshot {
-    const sshLogins: number[] = [];
+    const sshSessions: number[] = [];
     const rayContainers: string[] = [];
     for (const node of cluster.nodes) {
-        const [logins, container] = onNode(
+        const [sessions, container] = onNode(
             node,
-            `grep -c 'Accepted publickey' /var/log/sshd.log || true; ` +
+            `grep -c 'Starting session: ' /var/log/sshd.log || true; ` +
                 `docker inspect --format '{{.Id}} {{.State.StartedAt}}' ${RAY_CONTAINER} 2>/dev/null | grep . || echo none`,
         )
             .trim()
             .split("\n");
-        sshLogins.push(Number(logins));
+        sshSessions.push(Number(sessions));
         rayContainers.push(container);
     }
-    return { sshLogins, rayContainers };
+    return { sshSessions, rayContainers };
 }
 
 /** The arguments of this machine's ssh to a simulated node, as the builtin runner logs in. */
@@ -587,11 +591,11 @@ async function round(deployment: Deployment, run: number, measurements: Measurem
     measurements.samples.push({ nodes, run, operation: "previewNoChange", seconds: preview.seconds, apiSeconds: preview.apiSeconds });
     const afterPreview = snapshotHosts(cluster);
     // Every run reads each node once (one SSH session, read-only: infra/observe.ts) and does nothing else.
-    const readOnce = (before: HostSnapshot, after: HostSnapshot) => after.sshLogins.every((logins, index) => logins - before.sshLogins[index] === 1);
+    const readOnce = (before: HostSnapshot, after: HostSnapshot) => after.sshSessions.every((sessions, index) => sessions - before.sshSessions[index] === 1);
     check(
         "no-op preview reads each node once and changes nothing",
         onlySame(preview.result.changeSummary) && readOnce(deployed, afterPreview) && same(afterPreview.rayContainers, deployed.rayContainers),
-        `changes ${JSON.stringify(preview.result.changeSummary)}, ssh logins ${deployed.sshLogins.join(",")} -> ${afterPreview.sshLogins.join(",")}`,
+        `changes ${JSON.stringify(preview.result.changeSummary)}, ssh sessions ${deployed.sshSessions.join(",")} -> ${afterPreview.sshSessions.join(",")}`,
     );
     log(`${nodes} nodes run ${run}: ${OPERATION_LABELS.previewNoChange} ${preview.seconds.toFixed(1)} s`);
 
@@ -605,7 +609,7 @@ async function round(deployment: Deployment, run: number, measurements: Measurem
             readOnce(afterPreview, afterNoop) &&
             same(afterNoop.rayContainers, deployed.rayContainers),
         `changes ${JSON.stringify(noop.up.summary.resourceChanges)}, engine ops ${noopOps.join(",")}, ` +
-            `ssh logins ${afterPreview.sshLogins.join(",")} -> ${afterNoop.sshLogins.join(",")}, ` +
+            `ssh sessions ${afterPreview.sshSessions.join(",")} -> ${afterNoop.sshSessions.join(",")}, ` +
             `Ray containers ${same(afterNoop.rayContainers, deployed.rayContainers) ? "unchanged" : "CHANGED"}`,
     );
 
