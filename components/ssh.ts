@@ -69,7 +69,8 @@ export function sshArgs(target: SshTarget & { readonly user: string }, keyFile: 
  * Ansible does by default): the first session makes it, later ones, of this run and of runs within
  * 30 s, open a channel on it instead of paying a key exchange and a new sshd. The socket is named by
  * everything the connection was made with (user, host, port, the key, the pinned host key) and lives
- * in a directory only this user can enter; where there is no such directory, nothing is shared.
+ * in a directory only this user can enter, under $TMPDIR (or /tmp when that path would be too long
+ * for a socket); where there is no such directory, nothing is shared.
  * `existing`: whether a shared connection was there to be used (see {@link sharedConnectionFailed}).
  * Self-contained: it is serialized into the builtin runner's dynamic provider.
  */
@@ -79,7 +80,14 @@ export function sshShareOptions(target: SshTarget & { readonly user: string }, p
     const pathModule = require("path") as typeof import("path");
     const cryptoModule = require("crypto") as typeof import("crypto");
     const uid = typeof process.getuid === "function" ? process.getuid() : -1;
-    const dir = pathModule.join(osModule.tmpdir(), `vllm-fleet-ssh-${uid}`);
+    // A socket's path has room for about 100 bytes (104 on macOS, whose $TMPDIR is long), and ssh
+    // adds 17 while it makes one: else /tmp.
+    const fits = (base: string) => pathModule.join(base, `vllm-fleet-ssh-${uid}`, "x".repeat(24)).length + 17 <= 100;
+    const base = [osModule.tmpdir(), "/tmp"].find(fits);
+    if (base === undefined) {
+        return { options: [], existing: false };
+    }
+    const dir = pathModule.join(base, `vllm-fleet-ssh-${uid}`);
     try {
         fsModule.mkdirSync(dir, { mode: 0o700 });
     } catch (error) {

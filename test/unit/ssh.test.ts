@@ -71,6 +71,14 @@ describe("sshShareOptions: one connection per node, named by all it was made wit
         expect(new Set([socket, ...others]).size).toBe(6);
     });
 
+    it("puts the socket under /tmp when $TMPDIR is too long for a socket's path (macOS's is long)", () => {
+        process.env.TMPDIR = path.join(dir, "a-long-temporary-directory-as-macos-gives-each-user".repeat(2));
+        const socket = controlPath(sshShareOptions(target, KEY).options)!;
+        expect(socket.startsWith(`/tmp/vllm-fleet-ssh-${process.getuid!()}/`)).toBe(true);
+        // ssh adds 17 bytes while it makes the socket; 104 is the least room any system gives.
+        expect(socket.length + 17).toBeLessThanOrEqual(100);
+    });
+
     it("shares nothing when the directory is open to others or is not a directory", () => {
         const socketDir = path.join(dir, `vllm-fleet-ssh-${process.getuid!()}`);
         fs.mkdirSync(socketDir, { mode: 0o755 });
