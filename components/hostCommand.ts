@@ -13,7 +13,7 @@
  */
 import * as pulumi from "@pulumi/pulumi";
 import * as command from "@pulumi/command";
-import { SshConnection, SshFiles, knownHostsLine, sharedConnectionFailed, sshArgs, sshShareOptions } from "./ssh";
+import { SshConnection, SshFiles, knownHostsLine, overSharedConnection, sshArgs } from "./ssh";
 import { programsOnStdin, readScript, renderAssignments, runFromStdin } from "./shell";
 
 export { SshConnection } from "./ssh";
@@ -200,12 +200,8 @@ async function runOverSsh(props: SshCommandProps, operation: "create" | "update"
                     resolve({ code, signal, stdout: Buffer.concat(out).toString("utf8"), stderr: Buffer.concat(err).toString("utf8") }),
                 );
             });
-        // Over the node's shared connection; once more on a connection of its own if that one failed.
-        const session = async (target: Target, input: string, op: "create" | "update" | "delete", slot: 0 | 1) => {
-            const shared = sshShareOptions({ ...target, connectTimeoutSeconds: props.connectTimeoutSeconds }, props.privateKey);
-            const outcome = await attempt(target, input, op, shared.options, slot);
-            return sharedConnectionFailed(shared, outcome.code, outcome.stdout) ? attempt(target, input, op, ["-o", "ControlPath=none"], slot) : outcome;
-        };
+        const session = (target: Target, input: string, op: "create" | "update" | "delete", slot: 0 | 1) =>
+            overSharedConnection({ ...target, connectTimeoutSeconds: props.connectTimeoutSeconds }, props.privateKey, (extra) => attempt(target, input, op, extra, slot));
         const peer = operation === "delete" ? undefined : props.peer;
         const main = session(props, programsOnStdin(props), operation, 0);
         if (!peer) {

@@ -12,7 +12,7 @@ import { NodeObservation, parseObservation, servingContainerOf } from "../infra/
 import { WATCHDOG_CONTAINER } from "../infra/plan";
 import { firewallMarker } from "./firewall";
 import { programsOnStdin, runFromStdin, scriptProgram } from "./shell";
-import { sharedConnectionFailed, sshArgs, sshShareOptions, writeSshFiles } from "./ssh";
+import { overSharedConnection, sshArgs, writeSshFiles } from "./ssh";
 
 /** Reads every node; fails naming the node when one cannot be read. */
 export type Observer = (config: FleetConfig, secrets: ObserverSecrets, options?: { rayNodes?: boolean }) => Promise<NodeObservation[]>;
@@ -42,18 +42,16 @@ export function observeProgram(config: FleetConfig, stack: string, index: number
     });
 }
 
-/** ssh's own failure (exit 255), with what the session printed before it. */
-class SshSessionError extends FleetError {
-    constructor(
-        message: string,
-        readonly stdout: string,
-    ) {
-        super(message);
-    }
+/** What one ssh session ended with. */
+interface SessionOutcome {
+    readonly code: number | null;
+    readonly signal: NodeJS.Signals | null;
+    readonly stdout: string;
+    readonly stderr: string;
 }
 
-function readNode(node: FleetNode, timeoutSeconds: number, args: string[], input: string): Promise<string> {
-    const where = `node ${node.name} (${node.user}@${node.host}:${node.port})`;
+/** Runs ssh with `args`, `input` on its standard input, killed after `timeoutSeconds`. */
+function runSsh(node: FleetNode, timeoutSeconds: number, args: string[], input: string): Promise<SessionOutcome> {
     return new Promise((resolve, reject) => {
         const child = spawn("ssh", args, { stdio: ["pipe", "pipe", "pipe"] });
         const out: Buffer[] = [];
@@ -65,23 +63,31 @@ function readNode(node: FleetNode, timeoutSeconds: number, args: string[], input
         child.stdin.end(input);
         child.on("error", (error) => {
             clearTimeout(timer);
-            reject(new FleetError(`${where}: cannot run ssh: ${error.message}`));
+            reject(new FleetError(`${nodeWhere(node)}: cannot run ssh: ${error.message}`));
         });
         child.on("close", (code, signal) => {
             clearTimeout(timer);
-            const stderr = Buffer.concat(err).toString("utf8").trim();
-            const last = stderr.split("\n").slice(-3).join(" / ");
-            if (code === 0) {
-                resolve(Buffer.concat(out).toString("utf8"));
-            } else if (code === 255) {
-                reject(new SshSessionError(`${where}: ssh failed (connection or authentication): ${last || "no answer"}`, Buffer.concat(out).toString("utf8")));
-            } else if (signal) {
-                reject(new FleetError(`${where}: reading the node took longer than ${timeoutSeconds}s`));
-            } else {
-                reject(new FleetError(`${where}: reading the node failed (exit ${code}): ${last}`));
-            }
+            resolve({ code, signal, stdout: Buffer.concat(out).toString("utf8"), stderr: Buffer.concat(err).toString("utf8") });
         });
     });
+}
+
+function nodeWhere(node: FleetNode): string {
+    return `node ${node.name} (${node.user}@${node.host}:${node.port})`;
+}
+
+/** The read's output, or the error that names the node and why. */
+function readOutput(node: FleetNode, timeoutSeconds: number, outcome: SessionOutcome): string {
+    const where = nodeWhere(node);
+    const last = outcome.stderr.trim().split("\n").slice(-3).join(" / ");
+    if (outcome.code === 0) {
+        return outcome.stdout;
+    } else if (outcome.code === 255) {
+        throw new FleetError(`${where}: ssh failed (connection or authentication): ${last || "no answer"}`);
+    } else if (outcome.signal) {
+        throw new FleetError(`${where}: reading the node took longer than ${timeoutSeconds}s`);
+    }
+    throw new FleetError(`${where}: reading the node failed (exit ${outcome.code}): ${last}`);
 }
 
 /** The observer of real hosts: the system ssh client, one session per node, all at once. */
@@ -92,16 +98,10 @@ export const observeOverSsh: Observer = async (config, secrets, options = {}) =>
             const files = writeSshFiles(secrets.stack, { ...target, node: node.name }, secrets.privateKey, secrets.privateKeyPath);
             const input = programsOnStdin({ create: observeProgram(config, secrets.stack, index, options.rayNodes) });
             const timeout = config.timeouts.sshConnectSeconds * 2 + 90;
-            const read = (extra: readonly string[]) => readNode(node, timeout, sshArgs(target, files.keyFile, files.knownHostsFile, runFromStdin("create"), extra), input);
-            // Over the node's shared connection (the steps of this run use it next); once more on a
-            // connection of its own when that one failed.
-            const shared = sshShareOptions(target, secrets.privateKey);
-            const output = await read(shared.options).catch((error: unknown) => {
-                if (error instanceof SshSessionError && sharedConnectionFailed(shared, 255, error.stdout)) {
-                    return read(["-o", "ControlPath=none"]);
-                }
-                throw error;
-            });
-            return parseObservation(node.name, output);
+            // Over the node's shared connection, which the steps of this run use next.
+            const outcome = await overSharedConnection(target, secrets.privateKey, (extra) =>
+                runSsh(node, timeout, sshArgs(target, files.keyFile, files.knownHostsFile, runFromStdin("create"), extra), input),
+            );
+            return parseObservation(node.name, readOutput(node, timeout, outcome));
         }),
     );

@@ -117,6 +117,22 @@ export function sharedConnectionFailed(shared: { existing: boolean }, code: numb
     return shared.existing && code === 255 && stdout === "";
 }
 
+/**
+ * Runs one ssh session, `attempt` with the options it is given, over the node's shared connection
+ * ({@link sshShareOptions}); once more on a connection of its own when the shared one failed
+ * ({@link sharedConnectionFailed}). Self-contained: it is serialized into the builtin runner's
+ * dynamic provider.
+ */
+export async function overSharedConnection<T extends { readonly code: number | null; readonly stdout: string }>(
+    target: SshTarget & { readonly user: string },
+    privateKey: string,
+    attempt: (options: readonly string[]) => Promise<T>,
+): Promise<T> {
+    const shared = sshShareOptions(target, privateKey);
+    const outcome = await attempt(shared.options);
+    return sharedConnectionFailed(shared, outcome.code, outcome.stdout) ? attempt(["-o", "ControlPath=none"]) : outcome;
+}
+
 /** Files the system ssh client of the operator's machine reads for one node. */
 export interface SshFiles {
     readonly keyFile: string;
