@@ -358,7 +358,9 @@ def run_server(args) -> int:
     launcher_logger.info("Available routes are:", line=37)
     for route, methods in ROUTES:
         launcher_logger.info("Route: %s, Methods: %s", route, methods, line=46)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    # uvicorn's main loop looks for a shutdown request every 0.1 s (Server.main_loop); so does this
+    # server (http.server's default, 0.5 s, would make every stop 0.4 s slower than vLLM's).
+    threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True).start()
     print(f"INFO:     Started server process [{os.getpid()}]", flush=True)
     print("INFO:     Waiting for application startup.", flush=True)
     print("INFO:     Application startup complete.", flush=True)
