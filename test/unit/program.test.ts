@@ -2,6 +2,7 @@ import { execFileSync } from "child_process";
 import * as fs from "fs";
 import { describe, expect, it } from "vitest";
 import { bashCommand } from "../../components/shell";
+import { RAY_SERVE_ARGS_FILE } from "../../infra/plan";
 import { runWithFakeDocker } from "./fakeDocker";
 import { MockRun, RecordedResource, runProgram, sparkProbeOutput, unsecret } from "./mocks";
 import { sparkDuo } from "./stacks";
@@ -35,6 +36,18 @@ function dockerRunArgs(run: MockRun, name: string): string[] {
         throw new Error(`no docker run in ${name}`);
     }
     return call;
+}
+
+/**
+ * The arguments of `vllm` that vllm-serve's start writes into the Ray head (the exec that starts
+ * the server takes them as a JSON list, just before the file it keeps them in) and starts from.
+ */
+function serveArgs(program: string): string[] {
+    const exec = dockerCalls(program).find((args) => args[0] === "exec" && args.includes(RAY_SERVE_ARGS_FILE));
+    if (!exec) {
+        throw new Error("no docker exec that starts vllm serve");
+    }
+    return JSON.parse(exec[exec.indexOf(RAY_SERVE_ARGS_FILE) - 1]);
 }
 
 /** A command's program: the builtin runner keeps it as it is (remote.Command on standard input). */
@@ -230,10 +243,8 @@ describe("the program's graph (mocks)", async () => {
     });
 
     it("serves with the Ray backend and the configured flags", () => {
-        const calls = dockerCalls(run.byName("vllm-serve").inputs.create);
-        const exec = calls.find((args) => args[0] === "exec" && args.includes("--detach"))!;
-        expect(exec.slice(exec.indexOf("vllm"))).toEqual([
-            "vllm", "serve", "/models/Qwen3.5-122B-A10B-FP8",
+        expect(serveArgs(run.byName("vllm-serve").inputs.create)).toEqual([
+            "serve", "/models/Qwen3.5-122B-A10B-FP8",
             "--served-model-name", "Qwen3.5-122B-A10B-FP8",
             "--host", "0.0.0.0", "--port", "30000",
             "--tensor-parallel-size", "2", "--pipeline-parallel-size", "1",
@@ -280,9 +291,8 @@ describe("values reach the remote shell as data", async () => {
     const run = await runProgram({ ...duo, model: { path: "/models/q", servedName: hostile } }, probe);
 
     it("passes a hostile model name through as one argument and runs nothing", () => {
-        const calls = dockerCalls(run.byName("vllm-serve").inputs.create);
-        const exec = calls.find((args) => args[0] === "exec" && args.includes("--detach"))!;
-        expect(exec[exec.indexOf("--served-model-name") + 1]).toBe(hostile);
+        const args = serveArgs(run.byName("vllm-serve").inputs.create);
+        expect(args[args.indexOf("--served-model-name") + 1]).toBe(hostile);
         expect(fs.existsSync("/tmp/pwned")).toBe(false);
     });
 });

@@ -237,6 +237,103 @@ describe("live.sh: vllm serve and the endpoint as the serving container sees the
     });
 });
 
+describe("vllm-start.sh and vllm-stop.sh: vllm serve stopped and started inside the Ray head", () => {
+    /**
+     * Runs `program` with a `docker` whose `exec` runs its command here, in a PID and mount namespace
+     * of its own with a /tmp of its own (what a container has), with an old `vllm serve` in it when
+     * `oldServer`, and a stand-in `vllm` on the PATH that prints its arguments and stays. After the
+     * command it shows what runs and what was left in /tmp. The watchdog is absent.
+     */
+    function inHead(program: string, oldServer: boolean): { status: number | null; stdout: string; stderr: string; execs: number } {
+        // Not under /tmp, which the namespace covers with a tmpfs of its own.
+        const dir = fs.mkdtempSync(path.join(fs.existsSync("/dev/shm") ? "/dev/shm" : os.tmpdir(), "vllm-start-"));
+        try {
+            const old = oldServer ? `(exec -a "vllm serve /models/old" sleep 30) & sleep 0.2; ` : "";
+            const after = [
+                "status=$?",
+                "sleep 0.2",
+                'echo "### ps"; ps -eo args | grep "vllm" | grep -v grep',
+                'echo "### tmp"; for f in $(find /tmp -type f | sort); do echo "$f: $(cat "$f")"; done',
+                "exit $status",
+            ].join("; ");
+            // In a file, not on a command line: the old server's name there would match the stop's pattern.
+            fs.writeFileSync(path.join(dir, "container"), `mount -t tmpfs tmpfs /tmp; ${old}"$@"; ${after}\n`);
+            fs.writeFileSync(
+                path.join(dir, "docker"),
+                [
+                    "#!/bin/bash",
+                    `echo "$1" >> ${dir}/calls`,
+                    'case "$1" in',
+                    "  inspect) exit 1 ;;",
+                    '  exec) shift; while [ "${1#-}" != "$1" ]; do [ "$1" = --env ] && shift; shift; done; shift',
+                    `    exec unshare --pid --fork --mount-proc bash ${dir}/container "$@" ;;`,
+                    "esac",
+                ].join("\n") + "\n",
+                { mode: 0o755 },
+            );
+            fs.writeFileSync(path.join(dir, "vllm"), '#!/bin/bash\necho "stand-in vllm $* key=${VLLM_API_KEY:-none}"\nexec -a "vllm $*" sleep 30\n', { mode: 0o755 });
+            const result = spawnSync("bash", ["-c", program], { env: { ...process.env, PATH: `${dir}:${process.env.PATH}` }, encoding: "utf8", timeout: 60_000 });
+            const execs = fs.readFileSync(path.join(dir, "calls"), "utf8").split("\n").filter((call) => call === "exec").length;
+            return { status: result.status, stdout: result.stdout, stderr: result.stderr, execs };
+        } finally {
+            fs.rmSync(dir, { recursive: true, force: true });
+        }
+    }
+
+    const serveArgs = ["serve", "/models/m", "--served-model-name", "m it's", "--max-model-len", "4096"];
+    const start = () =>
+        scriptProgram(["vllm-stop", "vllm-start"], {
+            CONTAINER: "vllm-fleet-ray",
+            SERVE_ARGS: serveArgs,
+            SERVE_ARGS_JSON: JSON.stringify(serveArgs),
+            ARGS_FILE: "/tmp/serve.args",
+            API_KEY: "sk-1",
+            LOG_FILE: "/tmp/serve.log",
+            TOKEN: "t1",
+            CONFIG_ROOT: "/tmp/config",
+            NON_CARRY_OVER: '["NCCL_SOCKET_IFNAME"]',
+        });
+
+    it("a restart stops the old server and starts the new one, with its arguments, token and files, in one exec", () => {
+        const outcome = inHead(start(), true);
+        expect(outcome.stderr).toBe("");
+        expect(outcome.status).toBe(0);
+        expect(outcome.execs).toBe(1);
+        const ps = outcome.stdout.split("### ps\n")[1].split("### tmp")[0];
+        expect(ps).not.toContain("/models/old");
+        expect(ps).toMatch(/vllm serve \/models\/m --served-model-name m it's --max-model-len 4096/);
+        const tmp = outcome.stdout.split("### tmp\n")[1];
+        expect(tmp).toContain(`/tmp/serve.args: ${JSON.stringify(serveArgs)}\n`);
+        expect(tmp).toContain("/tmp/vllm-fleet-serve.token: t1\n");
+        expect(tmp).toContain('/tmp/config/ray_non_carry_over_env_vars.json: ["NCCL_SOCKET_IFNAME"]\n');
+        // The arguments arrive as a list, the key through the environment.
+        expect(tmp).toContain("/tmp/serve.log: stand-in vllm serve /models/m --served-model-name m it's --max-model-len 4096 key=sk-1\n");
+    });
+
+    it("a first start finds nothing to stop", () => {
+        const outcome = inHead(start(), false);
+        expect(outcome.status).toBe(0);
+        expect(outcome.stdout.split("### ps\n")[1]).toMatch(/vllm serve \/models\/m/);
+    });
+
+    it("a start whose server cannot run fails with the server's log", () => {
+        const program = start().replace(/^SERVE_ARGS_JSON=.*$/m, "SERVE_ARGS_JSON='not a list'");
+        const outcome = inHead(program, false);
+        expect(outcome.status).not.toBe(0);
+        expect(outcome.stderr).toMatch(/the server did not start; its log ends with:/);
+    });
+
+    it("stop_vllm_serve stops the server and says so; with none running it says that", () => {
+        const stop = `${scriptProgram("vllm-stop", {})}\nstop_vllm_serve vllm-fleet-ray`;
+        const withServer = inHead(stop.replace("if ! docker inspect", "if false && docker inspect"), true);
+        expect(withServer.status).toBe(0);
+        expect(withServer.stdout).toMatch(/^the server stopped$/m);
+        expect(withServer.stdout.split("### ps\n")[1]).not.toContain("/models/old");
+        const without = inHead(stop.replace("if ! docker inspect", "if false && docker inspect"), false);
+        expect(without.stdout).toMatch(/^the server was not running$/m);
+    });
+});
+
 describe("vllm-ready.sh: served means listed on /v1/models and one completion answered", () => {
     type Api = { listedAfterMs: number; completion: "ok" | "500" };
 
