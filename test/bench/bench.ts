@@ -756,6 +756,15 @@ function writeReport(options: BenchOptions, measurements: Measurements, startedA
             outsideShares[nodes] = median(shares);
         }
     }
+    // What a no-op up spends before its first step (the CLI, the engine, the program, the read of
+    // the nodes): no no-op up is shorter.
+    const noopStartUps: Record<number, number> = {};
+    for (const nodes of options.nodeCounts) {
+        const startUps = measurements.ups.filter((up) => up.nodes === nodes && up.operation === "upNoChange").map((up) => up.timeline.outside.beforeFirstMs / 1000);
+        if (startUps.length > 0) {
+            noopStartUps[nodes] = median(startUps);
+        }
+    }
     // The floor of a cold up: its median run's CPU-seconds over the cores, and the graph's longest
     // chain of the solo step times of the `--parallel 1` median run.
     const floors: Record<number, Floor> = {};
@@ -767,7 +776,7 @@ function writeReport(options: BenchOptions, measurements: Measurements, startedA
         }
     }
     const medians = mediansByNodes(measurements.samples);
-    const targetInputs = { medians, floors, outsideShares, checks: measurements.checks, nodeCounts: options.nodeCounts };
+    const targetInputs = { medians, floors, outsideShares, noopStartUps, checks: measurements.checks, nodeCounts: options.nodeCounts };
     const targets = evaluateTargets(targetInputs);
     const load = os.loadavg().map((value) => value.toFixed(2)).join(" ");
     const environment =

@@ -42,6 +42,14 @@ describe("the benchmark's targets", () => {
         expect(results.find((result) => result.target === "wall time outside the critical path, cold up 4 nodes")).toMatchObject({ value: 0.3, passed: false });
     });
 
+    it("says what a no-op up spent before its first step, as a share of the cold up", () => {
+        const results = evaluateTargets({ ...inputs(true), noopStartUps: { 2: 1.5, 4: 1.8 } });
+        expect(results.find((result) => result.target.startsWith("no-op up / cold up, 4"))?.detail).toMatch(
+            /; before its first step \(CLI, engine, program, the read of the nodes\) it spent 1\.8 s, 0\.07 of the cold up$/,
+        );
+        expect(evaluate(true).find((result) => result.target.startsWith("no-op up / cold up, 2"))?.detail).not.toContain("before its first step");
+    });
+
     it("cannot judge a cold up without the solo step times of a --parallel 1 run", () => {
         const results = evaluateTargets({ ...inputs(true), floors: { 2: { cpuSeconds: 36, cores: 2 }, 4: floors[4] } });
         expect(results[0]).toMatchObject({ value: undefined, passed: false });
