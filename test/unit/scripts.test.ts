@@ -256,8 +256,9 @@ describe("vllm-start.sh and vllm-stop.sh: vllm serve stopped and started inside 
                 'echo "### tmp"; for f in $(find /tmp -type f | sort); do echo "$f: $(cat "$f")"; done',
                 "exit $status",
             ].join("; ");
-            // In a file, not on a command line: the old server's name there would match the stop's pattern.
-            fs.writeFileSync(path.join(dir, "container"), `mount -t tmpfs tmpfs /tmp; ${old}"$@"; ${after}\n`);
+            // In a file, not on a command line: the old server's name there would match the stop's
+            // pattern. From /, as in a container: the tmpfs may cover the directory the test ran in.
+            fs.writeFileSync(path.join(dir, "container"), `mount -t tmpfs tmpfs /tmp; cd /; ${old}"$@"; ${after}\n`);
             fs.writeFileSync(
                 path.join(dir, "docker"),
                 [
