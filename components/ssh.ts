@@ -80,8 +80,8 @@ export function sshShareOptions(target: SshTarget & { readonly user: string }, p
     const pathModule = require("path") as typeof import("path");
     const cryptoModule = require("crypto") as typeof import("crypto");
     const uid = typeof process.getuid === "function" ? process.getuid() : -1;
-    // A socket's path has room for about 100 bytes (104 on macOS, whose $TMPDIR is long), and ssh
-    // adds 17 while it makes one: else /tmp.
+    // A socket's path has room for 104 bytes on macOS (whose $TMPDIR is long), 108 on Linux, and
+    // ssh adds 17 while it makes one; 100 leaves a margin. Else /tmp.
     const fits = (base: string) => pathModule.join(base, `vllm-fleet-ssh-${uid}`, "x".repeat(24)).length + 17 <= 100;
     const base = [osModule.tmpdir(), "/tmp"].find(fits);
     if (base === undefined) {

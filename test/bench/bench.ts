@@ -749,22 +749,21 @@ function writeReport(options: BenchOptions, measurements: Measurements, startedA
             });
         }
     }
-    const outsideShares: Record<number, number> = {};
-    for (const nodes of options.nodeCounts) {
-        const shares = measurements.ups.filter((up) => up.nodes === nodes && up.operation === "coldUp").map((up) => up.timeline.outsideShare);
-        if (shares.length > 0) {
-            outsideShares[nodes] = median(shares);
+    // By node count, the median over the runs of one operation of a figure of each run.
+    const medianOfUps = (operation: UpOperation, figure: (up: RecordedUp) => number): Record<number, number> => {
+        const result: Record<number, number> = {};
+        for (const nodes of options.nodeCounts) {
+            const values = measurements.ups.filter((up) => up.nodes === nodes && up.operation === operation).map(figure);
+            if (values.length > 0) {
+                result[nodes] = median(values);
+            }
         }
-    }
+        return result;
+    };
+    const outsideShares = medianOfUps("coldUp", (up) => up.timeline.outsideShare);
     // What a no-op up spends before its first step (the CLI, the engine, the program, the read of
     // the nodes): no no-op up is shorter.
-    const noopStartUps: Record<number, number> = {};
-    for (const nodes of options.nodeCounts) {
-        const startUps = measurements.ups.filter((up) => up.nodes === nodes && up.operation === "upNoChange").map((up) => up.timeline.outside.beforeFirstMs / 1000);
-        if (startUps.length > 0) {
-            noopStartUps[nodes] = median(startUps);
-        }
-    }
+    const noopStartUps = medianOfUps("upNoChange", (up) => up.timeline.outside.beforeFirstMs / 1000);
     // The floor of a cold up: its median run's CPU-seconds over the cores, and the graph's longest
     // chain of the solo step times of the `--parallel 1` median run.
     const floors: Record<number, Floor> = {};
