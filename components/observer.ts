@@ -9,7 +9,7 @@ import { spawn } from "child_process";
 import { FleetConfig, FleetNode } from "../infra/config";
 import { FleetError } from "../infra/errors";
 import { NodeObservation, parseObservation, servingContainerOf } from "../infra/observe";
-import { WATCHDOG_CONTAINER } from "../infra/plan";
+import { SERVING_CONTAINERS, WATCHDOG_CONTAINER } from "../infra/plan";
 import { firewallMarker } from "./firewall";
 import { programsOnStdin, runFromStdin, scriptProgram } from "./shell";
 import { overSharedConnection, sshArgs, writeSshFiles } from "./ssh";
@@ -31,6 +31,7 @@ export function observeProgram(config: FleetConfig, stack: string, index: number
         IMAGE: config.image.name,
         MODEL_PATH: config.model.path,
         STACK: stack,
+        OWN_NAMES: [...SERVING_CONTAINERS, WATCHDOG_CONTAINER],
         SERVING_CONTAINER: serving,
         SERVE_IN_CONTAINER: config.executor === "ray" && index === 0 ? "yes" : "no",
         ENDPOINT: index === 0 ? "yes" : "no",

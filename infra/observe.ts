@@ -9,6 +9,7 @@
  * restarting or missing gets a new revision, so its inputs change and Pulumi replaces it, and
  * whatever depends on it follows through its inputs. A first deployment simply gets new revisions.
  */
+import { FleetError } from "./errors";
 import { NodeFacts, parseProbeOutput, splitSections } from "./facts";
 import { FleetConfig } from "./config";
 import { RAY_CONTAINER, REVISION_LABEL, VLLM_CONTAINER, WATCHDOG_CONTAINER } from "./plan";
@@ -26,11 +27,26 @@ export interface LiveContainer {
     readonly labels: Readonly<Record<string, string>>;
 }
 
+/**
+ * A container on a node that this stack does not own but would touch: another stack's (its label
+ * `vllm-fleet.stack`), or one without that label under a name this stack uses.
+ */
+export interface ForeignContainer {
+    readonly name: string;
+    /** The stack that owns it ("" when it carries no vllm-fleet label). */
+    readonly stack: string;
+    /** Docker's words for its state, e.g. `Up 3 hours`, `Exited (137) 2 minutes ago`. */
+    readonly status: string;
+}
+
 /** What one read of a node found. */
 export interface NodeObservation {
     readonly node: string;
     readonly facts: NodeFacts;
+    /** This stack's containers (label vllm-fleet.stack = the stack). */
     readonly containers: readonly LiveContainer[];
+    /** Containers of others that this stack would touch (none: absent or empty). */
+    readonly foreign?: readonly ForeignContainer[];
     /** `vllm serve` inside the Ray head (ray executor, first node only). */
     readonly serve?: { readonly running: boolean; readonly token: string };
     /** The API as the first node answers it: /health's status and one completion. */
@@ -80,7 +96,36 @@ export function parseObservation(node: string, output: string): NodeObservation 
                   .map((match) => ({ ip: match[1], gpus: Number(match[2]) }));
     const firewallText = sections.get("firewall");
     const firewall = firewallText === undefined ? undefined : firewallText.trim();
-    return { node, facts: parseProbeOutput(output), containers, serve, endpoint, watchdog, rayNodes, firewall };
+    const foreign = (sections.get("foreign") ?? "")
+        .split("\n")
+        .filter((line) => line.trim() !== "")
+        .map((line) => {
+            const [name = "", stack = "", status = ""] = line.split("\t");
+            return { name: name.replace(/^\//, ""), stack, status };
+        });
+    return { node, facts: parseProbeOutput(output), containers, foreign, serve, endpoint, watchdog, rayNodes, firewall };
+}
+
+/** Thrown when a node holds containers of another stack that this one would touch. */
+export class OwnershipError extends FleetError {}
+
+/**
+ * Refuses to go on when a node holds a container this stack does not own but would touch (replace,
+ * remove, or take the GPU and ports of): another stack's serving containers, or a container by one
+ * of this stack's names without its label. One line per container, naming node, container and
+ * owner; nothing has been registered yet, so nothing on any host is touched.
+ */
+export function checkOwnership(stack: string, observations: readonly NodeObservation[]): void {
+    const lines = observations.flatMap((observation) =>
+        (observation.foreign ?? []).map((container) =>
+            container.stack
+                ? `node ${observation.node}: container ${container.name} (${container.status}) belongs to the stack ${container.stack}, not to ${stack}; this stack touches no container of another: destroy that stack first (pulumi destroy --stack ${container.stack}) or give this one other nodes`
+                : `node ${observation.node}: container ${container.name} (${container.status}) was not made by a vllm-fleet stack (no vllm-fleet.stack label) but holds a name this stack uses; remove it by hand (docker rm -f ${container.name}) or give this stack other nodes`,
+        ),
+    );
+    if (lines.length > 0) {
+        throw new OwnershipError(lines.join("\n"));
+    }
 }
 
 /**

@@ -32,7 +32,7 @@ import {
     privateKeyProblem,
     sshPrivateKeyIssues,
 } from "./config";
-import { firewallRevisions, newRevision, reconcile } from "./observe";
+import { checkOwnership, firewallRevisions, newRevision, reconcile } from "./observe";
 import { apiBindAddress, mpRankSpec, vllmServeArgs } from "./plan";
 import { findProjectRoot } from "./project";
 
@@ -263,6 +263,8 @@ export async function fleetProgram(observe: Observer = observeOverSsh): Promise<
     const secrets = stackSecrets(config, apiKey);
     // Every node as it is now, read before anything that reaches a host is registered (read-only, in parallel).
     const observations = await observe(config, { privateKey: await plainValue(privateKey), privateKeyPath, stack });
+    // Another stack's containers on these nodes: refused before anything is registered.
+    checkOwnership(stack, observations);
     const reconciliation = reconcile(config, observations, newRevision);
     for (const finding of reconciliation.findings) {
         pulumi.log.warn(finding);

@@ -2,7 +2,8 @@
 # The live state of the fleet on one node, read at the start of every `pulumi preview`/`up` (after
 # probe.sh, in the same read-only session): prints `### <section>` blocks that infra/observe.ts
 # parses. Changes nothing on the host.
-# Inputs: STACK (the stack whose containers to list), SERVING_CONTAINER (the serving container of
+# Inputs: STACK (the stack whose containers to list), OWN_NAMES (array: the container names this
+#         stack uses on the node, so that another's container by one of them is seen), SERVING_CONTAINER (the serving container of
 #         this node), SERVE_IN_CONTAINER (yes: `vllm serve` runs inside SERVING_CONTAINER, the ray
 #         executor's head; else no), ENDPOINT (yes on the node that serves the API), PORT,
 #         SERVED_NAME, WATCHDOG_CONTAINER, RAY_NODES (yes: also list the Ray nodes alive, by asking
@@ -15,15 +16,24 @@ set -euo pipefail
 
 section() { printf '### %s\n' "$1"; }
 
+# Every container of the node, once: its id, name and owning stack (the label vllm-fleet.stack).
+listing="$(docker ps -a --no-trunc --format '{{.ID}}\t{{.Names}}\t{{.Label "vllm-fleet.stack"}}\t{{.Status}}' 2>/dev/null || true)"
+
 # One JSON object per container of this stack: what reconciliation needs to tell alive from dead.
 section containers
-ids="$(docker ps -aq --filter "label=vllm-fleet.stack=$STACK" 2>/dev/null || true)"
+ids="$(awk -F '\t' -v stack="$STACK" '$3 == stack { print $1 }' <<<"$listing")"
 containers=""
 if [ -n "$ids" ]; then
   # shellcheck disable=SC2086 # the ids are words
   containers="$(docker inspect --format '{"name":{{json .Name}},"id":{{json .Id}},"status":{{json .State.Status}},"running":{{.State.Running}},"restarting":{{.State.Restarting}},"exitCode":{{.State.ExitCode}},"restartCount":{{.RestartCount}},"startedAt":{{json .State.StartedAt}},"labels":{{json .Config.Labels}}}' $ids 2>/dev/null || true)"
   printf '%s\n' "$containers"
 fi
+
+# Containers this stack does not own but would touch: another stack's (by its label), or one
+# without the label under a name this stack uses. One line each: name, owning stack, status.
+section foreign
+awk -F '\t' -v stack="$STACK" -v names=" ${OWN_NAMES[*]} " '
+  ($3 != "" && $3 != stack) || ($3 == "" && index(names, " " $2 " ") > 0) { print $2 "\t" $3 "\t" $4 }' <<<"$listing"
 
 # Whether this stack's container $1 runs, from the list just read (no further call to Docker).
 running() { grep -q "^{\"name\":\"/$1\",.*\"running\":true," <<<"$containers"; }

@@ -3,7 +3,7 @@
  * containers a run replaces because of it. Pure tests first, then the program under mocks.
  */
 import { describe, expect, it } from "vitest";
-import { LiveContainer, NodeObservation, parseObservation, reconcile } from "../../infra/observe";
+import { LiveContainer, NodeObservation, checkOwnership, parseObservation, reconcile } from "../../infra/observe";
 import { REVISION_LABEL } from "../../infra/plan";
 import { MockRun, liveAfter, runProgram, sparkProbeOutput, unsecret } from "./mocks";
 import { sparkDuo } from "./stacks";
@@ -159,5 +159,34 @@ describe("the program replaces only what the hosts show broken", async () => {
         const firstMp = await runProgram(mp, probe);
         const live = liveWith(firstMp, "spark2", (line) => line.replace('"running":true', '"running":false'));
         expect(changed(firstMp, await runProgram(mp, probe, undefined, live))).toEqual(["vllm-spark1-rank0", "vllm-spark2-rank1"]);
+    });
+});
+
+describe("nodes are never shared with another stack by accident", async () => {
+    const duo = { ...sparkDuo, containerDriver: "ssh", commandRunner: "builtin" };
+    const first = await runProgram(duo, probe);
+
+    it("reads the containers of others that the stack would touch", () => {
+        const text = [probe("spark2"), "### containers", "### foreign", "vllm-fleet-ray\tprod\tUp 3 hours", "vllm-fleet-watchdog\t\tExited (0) 2 days ago", ""].join("\n");
+        expect(parseObservation("spark2", text).foreign).toEqual([
+            { name: "vllm-fleet-ray", stack: "prod", status: "Up 3 hours" },
+            { name: "vllm-fleet-watchdog", stack: "", status: "Exited (0) 2 days ago" },
+        ]);
+    });
+
+    it("refuses, naming node, container and owner, one line each", () => {
+        const foreign = [
+            { ...observed("spark1", []), foreign: [] },
+            { ...observed("spark2", []), foreign: [{ name: "vllm-fleet-ray", stack: "prod", status: "Up 3 hours" }, { name: "vllm-fleet-vllm", stack: "", status: "Created" }] },
+        ];
+        expect(() => checkOwnership("dev", foreign)).toThrow(
+            /^node spark2: container vllm-fleet-ray \(Up 3 hours\) belongs to the stack prod, not to dev; .*pulumi destroy --stack prod.*\nnode spark2: container vllm-fleet-vllm \(Created\) was not made by a vllm-fleet stack .*docker rm -f vllm-fleet-vllm/,
+        );
+        expect(() => checkOwnership("dev", [observed("spark1", []), observed("spark2", [])])).not.toThrow();
+    });
+
+    it("refuses at preview before any resource is registered when another stack serves on a node", async () => {
+        const live = (node: string) => (node === "spark2" ? `${liveAfter(first)(node)}### foreign\nvllm-fleet-ray\tprod\tUp 3 hours\n` : liveAfter(first)(node));
+        await expect(runProgram(duo, probe, undefined, live)).rejects.toThrow(/node spark2: container vllm-fleet-ray \(Up 3 hours\) belongs to the stack prod/);
     });
 });
