@@ -166,7 +166,9 @@ function describeDead(container: LiveContainer | undefined, name: string): strin
     return `container ${name} is ${container.status} (exit ${container.exitCode}, ${container.restartCount} restarts)`;
 }
 
-const alive = (container: LiveContainer | undefined): container is LiveContainer => container !== undefined && container.running && !container.restarting;
+/** Up and able to serve: running, and neither restarting nor paused (Docker counts both as running). */
+const alive = (container: LiveContainer | undefined): container is LiveContainer =>
+    container !== undefined && container.running && !container.restarting && container.status !== "paused";
 
 /**
  * Decides, from what the hosts show, which serving containers keep their revision and which get

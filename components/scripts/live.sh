@@ -35,8 +35,9 @@ section foreign
 awk -F '\t' -v stack="$STACK" -v names=" ${OWN_NAMES[*]} " '
   ($3 != "" && $3 != stack) || ($3 == "" && index(names, " " $2 " ") > 0) { print $2 "\t" $3 "\t" $4 }' <<<"$listing"
 
-# Whether this stack's container $1 runs, from the list just read (no further call to Docker).
-running() { grep -q "^{\"name\":\"/$1\",.*\"running\":true," <<<"$containers"; }
+# Whether this stack's container $1 runs, from the list just read (no further call to Docker); a
+# paused one does not (Docker counts it running, but nothing in it answers, nor takes an exec).
+running() { grep -q "^{\"name\":\"/$1\",\"id\":\"[^\"]*\",\"status\":\"running\"," <<<"$containers"; }
 
 # The watchdog's recent events are read meanwhile (a `docker exec` costs tens of milliseconds).
 watchdog_file=""

@@ -6,8 +6,11 @@
  * - Supervision on the hosts (Docker's restart policy, vLLM failing as a group, the watchdog)
  *   brings the endpoint back by itself after a killed worker or rank, a killed head or rank 0,
  *   a killed `vllm serve` (ray), a restarted node; the next `up` then has nothing to do.
- * - What supervision cannot fix (a container removed) a plain `up` replaces, and only it.
- * - `destroy` with a node's sshd down fails in bounded time naming the node; a later one leaves nothing.
+ * - What supervision cannot fix (a container removed) a plain `up` replaces, and only it; what it
+ *   leaves alone (a head or rank 0 stopped or paused by hand) and an engine restart on the first
+ *   node never wedge `up`: a plain one (and, for ray, refresh + up) serves again.
+ * - `destroy` with a node's sshd down fails in bounded time naming the node; a later one leaves
+ *   nothing; so does a destroy with containers stopped or paused by hand, or after an engine restart.
  * Each recovery is timed; the table is printed at the end.
  */
 import { execFileSync } from "child_process";
@@ -72,6 +75,15 @@ async function faultShows(api: Api, changed: () => boolean, limit = 30): Promise
         }
         await new Promise((resolve) => setTimeout(resolve, 200));
     }
+}
+
+/**
+ * Restarts the node's Docker engine as `systemctl restart docker` does (test/sim/node/sim-node-init
+ * starts an engine that exits again) and waits until it answers: containers stop with their stop
+ * signal and come back by their restart policies, as at boot.
+ */
+function restartDocker(node: SimNode): void {
+    onNode(node, "old=$(pidof dockerd); kill -TERM $old; while kill -0 $old 2>/dev/null; do sleep 0.2; done; for _ in $(seq 1 150); do docker info >/dev/null 2>&1 && exit 0; sleep 0.2; done; exit 1");
 }
 
 /** id, start time and restart count of a container on a node ("" when there is none). */
@@ -201,6 +213,39 @@ describe.each([
         await stack.up({ expectNoChanges: true });
     });
 
+    // States that supervision leaves as they are (a container stopped or paused by hand) and an
+    // engine restart: none may wedge `up` (or, below, `destroy`). Before anything is replaced, the
+    // delete of what runs in a container (vllm serve in the Ray head) meets that container stopped.
+    const wedges: [string, () => void][] = [
+        [executor === "ray" ? "Ray head stopped by hand (docker kill)" : "rank 0 stopped by hand (docker kill)", () => onNode(head(), `docker kill ${serving} >/dev/null`)],
+        [executor === "ray" ? "Ray head paused (docker pause)" : "rank 0 paused (docker pause)", () => onNode(head(), `docker pause ${serving} >/dev/null`)],
+        ["Docker engine restarted on the first node", () => restartDocker(head())],
+    ];
+
+    it.each(wedges)("a plain up serves again after: %s", async (fault, inflict) => {
+        const before = states();
+        inflict();
+        const start = Date.now();
+        const up = await stack.up();
+        expect(up.summary.result).toBe("succeeded");
+        const viaUp = (Date.now() - start) / 1000;
+        await servingAgain(cluster, api, start, viaUp + 5);
+        table.push({ fault, executor, viaUp: Math.round(viaUp), restarted: `${restarted(before)} (${JSON.stringify(up.summary.resourceChanges)})` });
+        await stack.up({ expectNoChanges: true });
+    });
+
+    it.runIf(executor === "ray")("refresh + up serves again after the Ray head was stopped by hand", async () => {
+        const before = states();
+        onNode(head(), `docker kill ${serving} >/dev/null`);
+        const start = Date.now();
+        await stack.refresh();
+        const up = await stack.up();
+        expect(up.summary.result).toBe("succeeded");
+        const viaUp = (Date.now() - start) / 1000;
+        await servingAgain(cluster, api, start, viaUp + 5);
+        table.push({ fault: "Ray head stopped by hand (docker kill), refresh + up", executor, viaUp: Math.round(viaUp), restarted: restarted(before) });
+    });
+
     it.runIf(executor === "ray")("a plain up starts vllm serve again when it and the watchdog are gone; Ray stays", async () => {
         const before = states();
         onNode(head(), `docker stop ${WATCHDOG_CONTAINER} >/dev/null && docker exec ${RAY_CONTAINER} pkill -9 -f "vllm serve"`);
@@ -226,8 +271,29 @@ describe.each([
         onNode(worker(), "/usr/sbin/sshd -E /var/log/sshd.log");
         const destroy = await stack.destroy();
         expect(destroy.summary.result).toBe("succeeded");
+        expectNothingLeft();
+    });
+
+    // A destroy ends clean whatever state the containers are in: each wedge above, one at a time,
+    // with the other node's serving container stopped or paused by hand as well.
+    const destroyIn: [string, () => void][] = [
+        [`${wedges[0][0]}, the other node's paused`, () => (wedges[0][1](), onNode(worker(), `docker pause ${serving} >/dev/null`))],
+        [`${wedges[1][0]}, the other node's stopped by hand`, () => (wedges[1][1](), onNode(worker(), `docker kill ${serving} >/dev/null`))],
+        [wedges[2][0], wedges[2][1]],
+    ];
+
+    it.each(destroyIn)("destroy leaves nothing on any node after: %s", async (_fault, inflict) => {
+        expect((await stack.up()).summary.result).toBe("succeeded");
+        inflict();
+        const destroy = await stack.destroy();
+        expect(destroy.summary.result).toBe("succeeded");
+        expectNothingLeft();
+    });
+
+    /** Nothing of the stack on any node: no container (in any state) carries its label. */
+    function expectNothingLeft(): void {
         for (const node of cluster.nodes) {
             expect(onNode(node, `docker ps -aq --filter label=vllm-fleet.stack=${name}`).trim()).toBe("");
         }
-    });
+    }
 });

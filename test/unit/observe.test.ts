@@ -75,6 +75,13 @@ describe("reconcile, ray executor", () => {
         expect(result.findings[0]).toBe(`node spark2: container vllm-fleet-ray ${words}; up replaces a Ray worker`);
     });
 
+    it("replaces a head paused by hand (Docker counts it running; nothing in it answers)", () => {
+        const paused = reconcile(config, [observed("spark1", [container("vllm-fleet-ray", "h", { status: "paused" })], { ...serving, endpoint: { health: "none", completionOk: false, detail: "no answer" } }), observed("spark2", [container("vllm-fleet-ray", "w")])], fresh);
+        expect(paused.revisions.spark1).toMatch(/^new/);
+        expect(paused.revisions.spark2).toBe("w");
+        expect(paused.findings[0]).toBe("node spark1: container vllm-fleet-ray is paused (exit 0, 0 restarts); up replaces the Ray head and its workers");
+    });
+
     it("replaces a missing head (its workers follow through its id)", () => {
         const result = reconcile(config, [observed("spark1", [], { serve: { running: false, token: "" } }), observed("spark2", [container("vllm-fleet-ray", "w")])], fresh);
         expect(result.revisions.spark1).toMatch(/^new/);

@@ -197,7 +197,7 @@ describe("live.sh: vllm serve and the endpoint as the serving container sees the
                 [
                     "#!/bin/bash",
                     'case "$1" in',
-                    "  ps) echo c0ffee ;;",
+                    "  ps) printf 'c0ffee\\tvllm-fleet-ray\\tunit\\tUp 1 minute\\n' ;;",
                     `  inspect) echo '${container}' ;;`,
                     '  exec) shift; while [ "${1#-}" != "$1" ]; do [ "$1" = --env ] && shift; shift; done; shift',
                     `    exec unshare --pid --fork --mount-proc bash -c '${start}"$@"; status=$?; kill %1 2>/dev/null; exit $status' _ "$@" ;;`,
@@ -207,6 +207,7 @@ describe("live.sh: vllm serve and the endpoint as the serving container sees the
             );
             const program = scriptProgram("live", {
                 STACK: "unit",
+                OWN_NAMES: ["vllm-fleet-ray", "vllm-fleet-vllm", "vllm-fleet-watchdog"],
                 SERVING_CONTAINER: "vllm-fleet-ray",
                 SERVE_IN_CONTAINER: "yes",
                 ENDPOINT: "yes",
@@ -234,6 +235,47 @@ describe("live.sh: vllm serve and the endpoint as the serving container sees the
         const out = live(true);
         expect(out).toMatch(/^### serve\nprocess yes\n/m);
         expect(out).toMatch(/^completion fail /m);
+    });
+});
+
+describe("live.sh: the containers of others that the stack would touch", () => {
+    it("lists another stack's containers and unlabelled ones by the stack's names, not its own nor unrelated ones", () => {
+        const dir = fs.mkdtempSync(path.join(os.tmpdir(), "live-foreign-"));
+        try {
+            const listing = [
+                ["a1", "vllm-fleet-ray", "unit", "Up 2 hours"],
+                ["b2", "vllm-fleet-vllm", "prod", "Exited (137) 5 minutes ago"],
+                ["c3", "vllm-fleet-watchdog", "", "Up 3 days"],
+                ["d4", "grafana", "", "Up 3 days"],
+                ["e5", "vllm-fleet-ray-old", "", "Created"],
+            ]
+                .map((fields) => fields.join("\t"))
+                .join("\n");
+            fs.writeFileSync(path.join(dir, "listing"), `${listing}\n`);
+            fs.writeFileSync(
+                path.join(dir, "docker"),
+                ["#!/bin/bash", 'case "$1" in', `  ps) cat ${JSON.stringify(path.join(dir, "listing"))} ;;`, "  inspect) echo '{}' ;;", "esac"].join("\n") + "\n",
+                { mode: 0o755 },
+            );
+            const program = scriptProgram("live", {
+                STACK: "unit",
+                OWN_NAMES: ["vllm-fleet-ray", "vllm-fleet-vllm", "vllm-fleet-watchdog"],
+                SERVING_CONTAINER: "vllm-fleet-ray",
+                SERVE_IN_CONTAINER: "no",
+                ENDPOINT: "no",
+                PORT: 9,
+                SERVED_NAME: "m",
+                WATCHDOG_CONTAINER: "",
+                RAY_NODES: "no",
+                FIREWALL_MARKER: "",
+            });
+            const result = spawnSync("bash", ["-c", program], { env: { ...process.env, PATH: `${dir}:${process.env.PATH}` }, encoding: "utf8", timeout: 30_000 });
+            expect(result.status).toBe(0);
+            const foreign = /^### foreign\n([\s\S]*?)(?=^###|$(?![\s\S]))/m.exec(result.stdout)?.[1] ?? "";
+            expect(foreign.trim().split("\n")).toEqual(["vllm-fleet-vllm\tprod\tExited (137) 5 minutes ago", "vllm-fleet-watchdog\t\tUp 3 days"]);
+        } finally {
+            fs.rmSync(dir, { recursive: true, force: true });
+        }
     });
 });
 
