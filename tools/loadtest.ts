@@ -20,7 +20,7 @@
 import * as fs from "fs";
 import * as path from "path";
 import { performance } from "perf_hooks";
-import { escapeXml } from "../infra/timeline";
+import { escapeXml } from "./timeline/svg";
 import { projectStack } from "./stack";
 
 // ---------------------------------------------------------------------------------------------
@@ -589,7 +589,7 @@ export interface LoadtestSvgOptions {
 
 /**
  * The chart as a self-contained SVG document, in the style of the deployment timeline
- * (infra/timeline.ts): two panels side by side, time to first token (p50, p95) and output tokens
+ * (tools/timeline/svg.ts): two panels side by side, time to first token (p50, p95) and output tokens
  * per second (each request's p50, and the level's total), a group of bars per concurrency with its
  * failures under it; every bar has a tooltip (`<title>`).
  */

@@ -7,7 +7,10 @@
  */
 import * as fs from "fs";
 import * as path from "path";
-import { buildTimeline, formatSeconds, formatTimelineSummary, longestChain, parseEventLog, renderTimelineSvg, resourceGraphFromExport } from "../../infra/timeline";
+import { buildTimeline, longestChain } from "./criticalPath";
+import { parseEventLog, resourceGraphFromExport } from "./events";
+import { formatSeconds, formatTimelineSummary } from "./summary";
+import { renderTimelineSvg } from "./svg";
 
 /** The CLI's arguments. */
 export interface TimelineCliArgs {
