@@ -41,7 +41,8 @@ import { programsOnStdin, readScript, runFromStdin, scriptProgram } from "../../
 import { IMAGE_COPY_PORT } from "../../components/sparkNode";
 import { RSYNC_PORT, WEIGHTS_CLOSE, WEIGHTS_RECEIVE, WEIGHT_FILES_PORT, WEIGHT_STREAMS } from "../../components/weightSync";
 import { FabricThroughput, Transfer, fabricTargets, mibPerSecond, renderFabric } from "./report";
-import { LoadtestReport, formatLoadtestTable, runLoadtest, writeLoadtestOutputs } from "../../tools/loadtest";
+import { formatLoadtestTable, writeLoadtestOutputs } from "../../tools/loadtest/report";
+import { LoadtestReport, runLoadtest } from "../../tools/loadtest/run";
 import { Check, CpuUse, Floor, OPERATION_LABELS, Operation, Sample, TargetResult, UpTimeline, droppedTargets, evaluateTargets, median, mediansByNodes, renderMarkdown } from "./report";
 
 const MODEL_DIR = "/home/spark/models/tiny-moe";
@@ -558,7 +559,7 @@ async function coldUp(deployment: Deployment, run: number, operation: "coldUp" |
     await deployment.stack.preview();
     const { up } = await recordedUp(deployment, run, operation, measurements);
     if (operation === "coldUp" && measurements.loadtests[deployment.nodes] === undefined) {
-        // The serving benchmark users run (tools/loadtest.ts), at concurrency 1 and 4, with the key the stack made.
+        // The serving benchmark users run (tools/loadtest/), at concurrency 1 and 4, with the key the stack made.
         const report = await runLoadtest({
             endpoint: String(up.outputs.endpoint.value),
             apiKey: String(up.outputs.apiKey?.value ?? ""),
