@@ -1,6 +1,7 @@
 /** The benchmark's command line: `--runs K`, `--nodes 2,4`, `--out DIR`, `--fabric-only`. */
 import * as path from "path";
 import { REPO_ROOT } from "../../infra/automation";
+import { invocationDir } from "../../tools/command";
 
 /** Command-line options. */
 export interface BenchOptions {
@@ -29,8 +30,7 @@ export function parseBenchArgs(argv: readonly string[]): BenchOptions {
         } else if (flag === "--fabric-only") {
             fabricOnly = true;
         } else if (flag === "--out" && value !== undefined) {
-            // npm runs scripts in the package directory; INIT_CWD is where the command was typed.
-            outDir = path.resolve(process.env.INIT_CWD ?? process.cwd(), value);
+            outDir = path.resolve(invocationDir(), value);
             index++;
         } else {
             throw new Error(`unknown argument ${flag}; usage: bench [--runs K] [--nodes 2,4] [--out DIR] [--fabric-only]`);

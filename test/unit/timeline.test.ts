@@ -4,7 +4,8 @@ import { describe, expect, it } from "vitest";
 import { buildTimeline, longestChain, nodeOfResource } from "../../tools/timeline/criticalPath";
 import { EngineEventLike, ResourceGraph, nameOfUrn, parseEventLog, resourceGraphFromExport, selectOperation, typeOfUrn } from "../../tools/timeline/events";
 import { formatTimelineSummary } from "../../tools/timeline/summary";
-import { chartRows, escapeXml, renderTimelineSvg, tickStepSeconds } from "../../tools/timeline/svg";
+import { escapeXml } from "../../tools/svg";
+import { chartRows, renderTimelineSvg, tickStepSeconds } from "../../tools/timeline/svg";
 
 // --- synthetic event streams --------------------------------------------------------------------
 

@@ -17,14 +17,14 @@
  * For other programs (the bench): runLoadtest (./run.ts), renderLoadtestSvg (./svg.ts),
  * formatLoadtestTable and writeLoadtestOutputs (./report.ts). Only Node's built-ins are used.
  */
+import { invocationDir, runCommand } from "../command";
 import { LOADTEST_USAGE, parseLoadtestArgs } from "./cli";
 import { formatLoadtestTable, writeLoadtestOutputs } from "./report";
 import { levelsOf, runLoadtest } from "./run";
 import { resolveTarget } from "./target";
 
 async function main(argv: readonly string[]): Promise<number> {
-    // npm runs scripts in the package directory; INIT_CWD is where the user typed the command.
-    const args = parseLoadtestArgs(argv, process.env.INIT_CWD ?? process.cwd());
+    const args = parseLoadtestArgs(argv, invocationDir());
     if (args.help) {
         console.log(LOADTEST_USAGE);
         return 0;
@@ -64,11 +64,5 @@ async function main(argv: readonly string[]): Promise<number> {
 }
 
 if (require.main === module) {
-    main(process.argv.slice(2)).then(
-        (code) => process.exit(code),
-        (error: Error) => {
-            console.error(`loadtest: ${error.message}`);
-            process.exit(2);
-        },
-    );
+    runCommand("loadtest", main);
 }

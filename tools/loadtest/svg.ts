@@ -1,5 +1,5 @@
 /** The load test's chart: time to first token and output tokens per second per level, as SVG. */
-import { escapeXml } from "../timeline/svg";
+import { escapeXml, svgHead } from "../svg";
 import { LoadtestReport } from "./run";
 
 const COLORS = {
@@ -73,13 +73,14 @@ export function renderLoadtestSvg(report: LoadtestReport, options: LoadtestSvgOp
     const out: string[] = [];
     const errors = summaries.reduce((sum, s) => sum + s.errors, 0);
     out.push(
-        `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" font-family="sans-serif" font-size="11">`,
-        `<rect width="${width}" height="${height}" fill="#ffffff"/>`,
-        `<text x="10" y="20" font-size="15" font-weight="bold" fill="${COLORS.text}">${escapeXml(options.title ?? `serving benchmark, ${report.model}`)}</text>`,
-        `<text x="10" y="38" fill="${COLORS.text}">${escapeXml(
+        ...svgHead(
+            width,
+            height,
+            options.title ?? `serving benchmark, ${report.model}`,
             `${report.endpoint} · ${report.api} · ${report.requestsPerLevel} streaming requests per level, max_tokens ${report.maxTokens} · ${report.when}` +
                 (errors > 0 ? ` · ${errors} failed` : ""),
-        )}</text>`,
+            COLORS.text,
+        ),
     );
     panels.forEach((panel, panelIndex) => {
         const left = panelIndex * (panelWidth + gap);

@@ -7,6 +7,7 @@
  */
 import * as fs from "fs";
 import * as path from "path";
+import { invocationDir } from "../command";
 import { buildTimeline, longestChain } from "./criticalPath";
 import { parseEventLog, resourceGraphFromExport } from "./events";
 import { formatSeconds, formatTimelineSummary } from "./summary";
@@ -54,8 +55,7 @@ export function parseTimelineArgs(argv: readonly string[], cwd: string): Timelin
 }
 
 function main(): void {
-    // npm runs scripts in the package directory; INIT_CWD is where the user typed the command.
-    const args = parseTimelineArgs(process.argv.slice(2), process.env.INIT_CWD ?? process.cwd());
+    const args = parseTimelineArgs(process.argv.slice(2), invocationDir());
     const events = parseEventLog(fs.readFileSync(args.eventLog, "utf8"));
     const graph = args.stackExport ? resourceGraphFromExport(JSON.parse(fs.readFileSync(args.stackExport, "utf8"))) : undefined;
     const timeline = buildTimeline(events, { graph });

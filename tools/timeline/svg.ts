@@ -1,11 +1,7 @@
 /** The timeline as a Gantt chart: an SVG document drawn by hand, no library. */
+import { escapeXml, svgHead } from "../svg";
 import { ResourceSpan, Timeline } from "./criticalPath";
 import { formatSeconds } from "./summary";
-
-/** Escapes text for SVG content and attribute values. */
-export function escapeXml(text: string): string {
-    return text.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;").replace(/"/g, "&quot;").replace(/'/g, "&apos;");
-}
 
 /** A tick spacing (seconds) giving at most about `maxTicks` ticks over `spanSeconds`. */
 export function tickStepSeconds(spanSeconds: number, maxTicks = 12): number {
@@ -78,13 +74,14 @@ export function renderTimelineSvg(timeline: Timeline, options: SvgOptions = {}):
     const critical = new Set(timeline.criticalPath.map((step) => step.urn));
     const out: string[] = [];
     out.push(
-        `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" font-family="sans-serif" font-size="11">`,
-        `<rect width="${width}" height="${height}" fill="#ffffff"/>`,
-        `<text x="10" y="20" font-size="15" font-weight="bold" fill="${COLORS.text}">${escapeXml(options.title ?? "deployment timeline")}</text>`,
-        `<text x="10" y="38" fill="${COLORS.text}">${escapeXml(
+        ...svgHead(
+            width,
+            height,
+            options.title ?? "deployment timeline",
             `wall ${formatSeconds(timeline.wallMs)} · critical path ${formatSeconds(timeline.criticalMs)} (${timeline.criticalPath.length} steps) · ` +
                 `outside it ${formatSeconds(timeline.outsideMs)} = ${Math.round(timeline.outsideShare * 100)}% · dependencies ${timeline.graphSource === "export" ? "from stack export" : "inferred from times"}`,
-        )}</text>`,
+            COLORS.text,
+        ),
     );
     const legend: [string, string][] = [
         [COLORS.critical, "critical path"],
