@@ -9,6 +9,7 @@ import { observeOverSsh } from "../components/observer";
 import { CONFIG_KEYS, CONFIG_NAMESPACE, parseFleetConfig } from "../infra/config";
 import { findProjectRoot } from "../infra/project";
 import { rawConfigValues, resolvePrivateKeyText } from "../infra/program";
+import { runCommand } from "./command";
 import { projectStack } from "./stack";
 import { StatusReport, statusReport } from "./statusReport";
 
@@ -37,11 +38,5 @@ async function main(argv: readonly string[]): Promise<number> {
 }
 
 if (require.main === module) {
-    main(process.argv.slice(2)).then(
-        (code) => process.exit(code),
-        (error: Error) => {
-            console.error(`status: ${error.message}`);
-            process.exit(2);
-        },
-    );
+    runCommand("status", main);
 }

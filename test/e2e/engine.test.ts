@@ -10,7 +10,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import * as pulumi from "@pulumi/pulumi";
 import { LocalWorkspace, Stack } from "@pulumi/pulumi/automation";
 import { openStack } from "../../infra/automation";
-import { buildTimeline, parseEventLog } from "../../infra/timeline";
+import { buildTimeline } from "../../tools/timeline/criticalPath";
+import { parseEventLog } from "../../tools/timeline/events";
 
 // One node where nothing listens (loopback, port 1): every preview reads the nodes first, so this
 // one is refused at once, before anything is registered.

@@ -1,5 +1,7 @@
 import { describe, expect, it } from "vitest";
-import { Check, cpuSentence, droppedTargets, evaluateTargets, FabricThroughput, fabricTargets, median, mediansByNodes, renderFabric, Sample } from "../bench/report";
+import { FabricThroughput, fabricTargets, renderFabric } from "../bench/fabricTargets";
+import { cpuSentence } from "../bench/report";
+import { Check, droppedTargets, evaluateTargets, median, mediansByNodes, Sample } from "../bench/targets";
 
 describe("the benchmark's targets", () => {
     const samples: Sample[] = [

@@ -1,5 +1,5 @@
 /**
- * `npm run loadtest` (tools/loadtest.ts): its measurements against an HTTP server in this process
+ * `npm run loadtest` (tools/loadtest/): its measurements against an HTTP server in this process
  * that streams server-sent events with known delays and token counts (and fails on cue), the
  * percentile maths, the command line, the SVG; and the vLLM stand-in's streaming
  * (test/sim/workload/.../api_server.py), run by python3 with a fake engine.
@@ -11,23 +11,13 @@ import { AddressInfo } from "net";
 import * as os from "os";
 import * as path from "path";
 import { afterEach, describe, expect, it } from "vitest";
-import {
-    LoadtestArgs,
-    LoadtestReport,
-    RequestRecord,
-    chunkText,
-    formatLoadtestTable,
-    levelsOf,
-    niceStep,
-    parseLoadtestArgs,
-    percentile,
-    readSse,
-    renderLoadtestSvg,
-    resolveTarget,
-    runLoadtest,
-    summarizeLevel,
-    writeLoadtestOutputs,
-} from "../../tools/loadtest";
+import { LoadtestArgs, parseLoadtestArgs } from "../../tools/loadtest/cli";
+import { RequestRecord, chunkText, readSse } from "../../tools/loadtest/client";
+import { formatLoadtestTable, writeLoadtestOutputs } from "../../tools/loadtest/report";
+import { LoadtestReport, levelsOf, runLoadtest } from "../../tools/loadtest/run";
+import { percentile, summarizeLevel } from "../../tools/loadtest/stats";
+import { niceStep, renderLoadtestSvg } from "../../tools/loadtest/svg";
+import { resolveTarget } from "../../tools/loadtest/target";
 
 // ---------------------------------------------------------------------------------------------
 // A scripted OpenAI-compatible server

@@ -1,23 +1,11 @@
 import * as fs from "fs";
 import * as path from "path";
 import { describe, expect, it } from "vitest";
-import {
-    EngineEventLike,
-    ResourceGraph,
-    buildTimeline,
-    chartRows,
-    escapeXml,
-    formatTimelineSummary,
-    longestChain,
-    nameOfUrn,
-    nodeOfResource,
-    parseEventLog,
-    renderTimelineSvg,
-    resourceGraphFromExport,
-    selectOperation,
-    tickStepSeconds,
-    typeOfUrn,
-} from "../../infra/timeline";
+import { buildTimeline, longestChain, nodeOfResource } from "../../tools/timeline/criticalPath";
+import { EngineEventLike, ResourceGraph, nameOfUrn, parseEventLog, resourceGraphFromExport, selectOperation, typeOfUrn } from "../../tools/timeline/events";
+import { formatTimelineSummary } from "../../tools/timeline/summary";
+import { escapeXml } from "../../tools/svg";
+import { chartRows, renderTimelineSvg, tickStepSeconds } from "../../tools/timeline/svg";
 
 // --- synthetic event streams --------------------------------------------------------------------
 

@@ -7,7 +7,11 @@
  */
 import * as fs from "fs";
 import * as path from "path";
-import { buildTimeline, formatSeconds, formatTimelineSummary, longestChain, parseEventLog, renderTimelineSvg, resourceGraphFromExport } from "../../infra/timeline";
+import { invocationDir } from "../command";
+import { buildTimeline, longestChain } from "./criticalPath";
+import { parseEventLog, resourceGraphFromExport } from "./events";
+import { formatSeconds, formatTimelineSummary } from "./summary";
+import { renderTimelineSvg } from "./svg";
 
 /** The CLI's arguments. */
 export interface TimelineCliArgs {
@@ -51,8 +55,7 @@ export function parseTimelineArgs(argv: readonly string[], cwd: string): Timelin
 }
 
 function main(): void {
-    // npm runs scripts in the package directory; INIT_CWD is where the user typed the command.
-    const args = parseTimelineArgs(process.argv.slice(2), process.env.INIT_CWD ?? process.cwd());
+    const args = parseTimelineArgs(process.argv.slice(2), invocationDir());
     const events = parseEventLog(fs.readFileSync(args.eventLog, "utf8"));
     const graph = args.stackExport ? resourceGraphFromExport(JSON.parse(fs.readFileSync(args.stackExport, "utf8"))) : undefined;
     const timeline = buildTimeline(events, { graph });

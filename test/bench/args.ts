@@ -1,0 +1,49 @@
+/** The benchmark's command line: `--runs K`, `--nodes 2,4`, `--out DIR`, `--fabric-only`. */
+import * as path from "path";
+import { REPO_ROOT } from "../../infra/automation";
+import { invocationDir } from "../../tools/command";
+
+/** Command-line options. */
+export interface BenchOptions {
+    readonly runs: number;
+    readonly nodeCounts: readonly number[];
+    readonly outDir: string;
+    /** Only the copies over the fabric (raw TCP, image copy, weight sync) on a 2-node cluster. */
+    readonly fabricOnly?: boolean;
+}
+
+/** Parses `--runs K`, `--nodes 2,4` and `--out DIR`. */
+export function parseBenchArgs(argv: readonly string[]): BenchOptions {
+    let runs = 3;
+    let nodeCounts = [2, 4];
+    let outDir = path.join(REPO_ROOT, "bench-report");
+    let fabricOnly = false;
+    for (let index = 0; index < argv.length; index++) {
+        const flag = argv[index];
+        const value = argv[index + 1];
+        if (flag === "--runs" && value !== undefined) {
+            runs = Number(value);
+            index++;
+        } else if (flag === "--nodes" && value !== undefined) {
+            nodeCounts = value.split(",").map(Number);
+            index++;
+        } else if (flag === "--fabric-only") {
+            fabricOnly = true;
+        } else if (flag === "--out" && value !== undefined) {
+            outDir = path.resolve(invocationDir(), value);
+            index++;
+        } else {
+            throw new Error(`unknown argument ${flag}; usage: bench [--runs K] [--nodes 2,4] [--out DIR] [--fabric-only]`);
+        }
+    }
+    if (!Number.isInteger(runs) || runs < 1) {
+        throw new Error(`--runs must be a positive integer, not ${runs}`);
+    }
+    if (nodeCounts.length === 0 || nodeCounts.some((count) => !Number.isInteger(count) || count < 1 || count > 8)) {
+        throw new Error(`--nodes must list node counts 1..8, not ${nodeCounts.join(",")}`);
+    }
+    if (fabricOnly) {
+        nodeCounts = [2];
+    }
+    return { runs, nodeCounts: [...new Set(nodeCounts)].sort((a, b) => a - b), outDir, fabricOnly };
+}

@@ -1,0 +1,59 @@
+/** Where the load test sends its requests and with which key: the command line, the stack, the environment. */
+import { projectStack } from "../stack";
+import { LoadtestArgs } from "./cli";
+
+/** What a stack gives the load test: its endpoint output and its API key, if any. */
+export interface StackTarget {
+    readonly stack: string;
+    readonly endpoint?: string;
+    /** Its output apiKey. */
+    readonly apiKey?: string;
+}
+
+/**
+ * Reads a stack (the selected one by default) through the Pulumi CLI, as `npm run status` does: its
+ * outputs `endpoint` and `apiKey` (the key vLLM serves with: the secret vllm-fleet:vllmApiKey, or the
+ * one the stack made), the key decrypted and kept in memory only.
+ */
+export async function readStackTarget(stackName?: string): Promise<StackTarget> {
+    const { workspace, stack } = await projectStack(stackName);
+    if (!stack) {
+        throw new Error("no stack selected: give --endpoint URL, or --stack NAME");
+    }
+    let outputs: Awaited<ReturnType<typeof workspace.stackOutputs>>;
+    try {
+        outputs = await workspace.stackOutputs(stack);
+    } catch (error) {
+        // The CLI's own words (e.g. "no stack named 'x' found"), not the whole command line.
+        const said = String((error as Error).message).match(/^error: (.*)$/m)?.[1];
+        throw new Error(`stack ${stack}: ${said ?? (error as Error).message}`);
+    }
+    const text = (value: unknown) => (typeof value === "string" && value !== "" ? value : undefined);
+    return { stack, endpoint: text(outputs.endpoint?.value), apiKey: text(outputs.apiKey?.value) };
+}
+
+/**
+ * The endpoint and key for the command line's arguments. The stack is read when `--stack` is given or
+ * `--endpoint` is not. The key: the variable `--api-key-env` names when given and set, else the stack's
+ * (its output apiKey), else VLLM_API_KEY.
+ */
+export async function resolveTarget(
+    args: LoadtestArgs,
+    env: NodeJS.ProcessEnv,
+    readStack: (stack?: string) => Promise<StackTarget> = readStackTarget,
+): Promise<{ endpoint: string; apiKey?: string; apiKeySource: string; stack?: string }> {
+    const target = args.stack !== undefined || args.endpoint === undefined ? await readStack(args.stack) : undefined;
+    const endpoint = args.endpoint ?? target?.endpoint;
+    if (!endpoint) {
+        throw new Error(`stack ${target?.stack} has no output endpoint (is it deployed?); give --endpoint URL`);
+    }
+    const named = args.apiKeyEnv === undefined ? undefined : env[args.apiKeyEnv];
+    if (args.apiKeyEnv !== undefined && named) {
+        return { endpoint, apiKey: named, apiKeySource: `env ${args.apiKeyEnv}`, stack: target?.stack };
+    }
+    if (target?.apiKey) {
+        return { endpoint, apiKey: target.apiKey, apiKeySource: `stack ${target.stack} output apiKey`, stack: target.stack };
+    }
+    const fallback = args.apiKeyEnv ?? "VLLM_API_KEY";
+    return env[fallback] ? { endpoint, apiKey: env[fallback], apiKeySource: `env ${fallback}`, stack: target?.stack } : { endpoint, apiKeySource: "none", stack: target?.stack };
+}
