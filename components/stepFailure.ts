@@ -96,35 +96,47 @@ function classify(line: string): "blank" | "noise" | "trailer" | "reason" {
     return GENERIC_TRAILERS.some((trailer) => trailer.test(body)) ? "trailer" : "reason";
 }
 
+/** How many of the last lines the reason is looked for in (scripts/run-step.sh's fleet_filter alike). */
+const REASON_WINDOW = 100;
+
 /** Reads standard error line by line, as scripts/run-step.sh's fleet_filter does. */
 export function readStderr(stderr: string): StderrNotes {
     let stepLine: string | undefined;
     let command: string | undefined;
-    let anyIndex: number | undefined;
-    let reasonIndex: number | undefined;
-    const lines: string[] = [];
+    const kept: string[] = [];
     for (const raw of stderr.split("\n")) {
         if (raw.startsWith(FAILED_COMMAND_MARK)) {
             command = raw.slice(FAILED_COMMAND_MARK.length);
-            continue;
-        }
-        if (STEP_LINE.test(raw)) {
+        } else if (STEP_LINE.test(raw)) {
             stepLine = raw;
-            continue;
+        } else {
+            kept.push(raw);
         }
+    }
+    // A text's last line break ends its last line; it does not start another (bash's read alike).
+    if (kept.length > 0 && kept[kept.length - 1] === "") {
+        kept.pop();
+    }
+    let anyIndex: number | undefined;
+    let reasonIndex: number | undefined;
+    const lines: string[] = [];
+    kept.forEach((raw, index) => {
         const line = shown(raw);
         const kind = classify(line);
         if (kind === "blank") {
-            continue;
+            return;
         }
         lines.push(line);
+        if (index < kept.length - REASON_WINDOW) {
+            return;
+        }
         if (kind === "trailer" || kind === "reason") {
             anyIndex = lines.length - 1;
         }
         if (kind === "reason") {
             reasonIndex = lines.length - 1;
         }
-    }
+    });
     return {
         stepLine,
         command,
@@ -169,7 +181,7 @@ export function failureReason(outcome: StepOutcome, kind?: "ssh" | "stopped"): s
         reason = `stopped after the other side had failed${last ? `: ${last}` : ""}`;
     } else {
         const status = outcome.code ?? outcome.signal;
-        reason = last ?? (notes.command !== undefined ? `\`${notes.command}\` exited ${status}` : `exited ${status} without a word on standard error`);
+        reason = last ?? (notes.command !== undefined ? `\`${notes.command}\` exited ${status}` : `exited ${status} with no reason on standard error`);
     }
     return clip(shortenContainerIds(reason));
 }

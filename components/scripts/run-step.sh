@@ -16,12 +16,14 @@ FLEET_FAILED_MARK='vllm-fleet-failed-command: '
 
 # fleet_filter [prefix]: copies standard input to standard error (each line after `prefix`) and
 # notes, in fleet_seen_*, the last step line (withheld: whoever reports the failure prints it, once),
-# the last meaningful line, the last one that is not a generic trailer either, and the command that
-# failed. Call it as the last element of a pipeline under `shopt -s lastpipe`, or with its input
-# redirected, so that the notes stay in this shell.
+# the command that failed, and, among the last 100 lines, the last meaningful one and the last one
+# that is not a generic trailer either. Call it as the last element of a pipeline under
+# `shopt -s lastpipe`, or with its input redirected, so that the notes stay in this shell.
 fleet_filter() {
-  local prefix=${1:-} line body
+  local prefix=${1:-} line body count=0 index
+  local -a tail=()
   fleet_seen_step="" fleet_seen_any="" fleet_seen_reason="" fleet_seen_command=""
+  # Per line only what must be: the lines are judged once, at the end.
   while IFS= read -r line || [ -n "$line" ]; do
     case "$line" in
       "$FLEET_FAILED_MARK"*)
@@ -34,6 +36,11 @@ fleet_filter() {
         ;;
     esac
     printf '%s%s\n' "$prefix" "$line" >&2
+    tail[count % 100]=$line
+    count=$((count + 1))
+  done
+  for ((index = count - 1; index >= 0 && index >= count - 100; index--)); do
+    line=${tail[index % 100]}
     # What a terminal shows of the line: its end of line dropped, and only the last of what a
     # progress bar rewrote.
     line=${line%$'\r'}
@@ -51,7 +58,7 @@ fleet_filter() {
     if [[ $line =~ ^\++\  || $body =~ ^Traceback\ \(most\ recent\ call\ last\): || $body =~ ^[[:space:]] ]]; then
       continue
     fi
-    fleet_seen_any=$line
+    fleet_seen_any=${fleet_seen_any:-$line}
     # Generic trailers, a reason only when nothing else is there: Docker's pointer to --help,
     # rsync's pointer to its earlier errors, vLLM's pointer to the root cause above it, ssh's note
     # that a connection closed.
@@ -60,6 +67,7 @@ fleet_filter() {
       continue
     fi
     fleet_seen_reason=$line
+    break
   done
 }
 
@@ -75,7 +83,7 @@ fleet_reason() {
       if [ -z "$reason" ] && [ -n "$fleet_seen_command" ]; then
         reason="\`${fleet_seen_command}\` exited $1"
       fi
-      reason=${reason:-exited $1 without a word on standard error}
+      reason=${reason:-exited $1 with no reason on standard error}
       ;;
   esac
   # A container's id as Docker shows it elsewhere (docker ps): its first 12 characters. Image

@@ -85,7 +85,9 @@ const reasons: [string, string, number, string][] = [
     ["a line ending in CRLF", "curl: (7) Failed to connect to 192.168.200.12 port 8000 after 0 ms: Couldn't connect to server\r\n\n\n", 7, "curl: (7) Failed to connect to 192.168.200.12 port 8000 after 0 ms: Couldn't connect to server"],
     ["what a progress bar left last", "copying  10%\rcopying  55%\rdocker load: unexpected EOF\n", 1, "docker load: unexpected EOF"],
     ["the command that failed, when the program said nothing", `vllm-fleet-failed-command: grep -q '^receiving files' "$state/files.log"\n`, 1, "`grep -q '^receiving files' \"$state/files.log\"` exited 1"],
-    ["nothing at all", "", 3, "exited 3 without a word on standard error"],
+    ["nothing at all", "", 3, "exited 3 with no reason on standard error"],
+    ["a reason more than 100 lines back (only the last 100 are read)", "docker: Error response from daemon: Conflict.\n" + "+ retry\n".repeat(100), 1, "exited 1 with no reason on standard error"],
+    ["a reason 99 lines back", "docker: Error response from daemon: Conflict.\n" + "+ retry\n".repeat(99), 1, "docker: Error response from daemon: Conflict."],
 ];
 
 /** [what, standard error]: ssh's own failures (exit 255, the node's program never ran). */
@@ -248,7 +250,7 @@ describe("run-step.sh: a failing program's standard error ends with its step's o
         expect(run.status).toBe(2);
         // Without lastpipe, as in any bash: the loop ran in a subshell of its own.
         expect(run.stdout).toBe("seen=unset\ncleaned up\n");
-        expect(run.stderr).toBe("vllm-fleet: vllm-serve (create) on node spark1 (spark@10.230.34.10:22): exited 2 without a word on standard error\n");
+        expect(run.stderr).toBe("vllm-fleet: vllm-serve (create) on node spark1 (spark@10.230.34.10:22): exited 2 with no reason on standard error\n");
     });
 
     it("keeps the program off every command line while it runs", () => {
