@@ -15,6 +15,7 @@ import * as pulumi from "@pulumi/pulumi";
 import * as command from "@pulumi/command";
 import { SshConnection, SshFiles, knownHostsLine, overSharedConnection, sshArgs } from "./ssh";
 import { programsOnStdin, readScript, renderAssignments, runFromStdin } from "./shell";
+import { StepOperation, StepOutcome, nodeAddress, stepFailureMessage } from "./stepFailure";
 
 export { SshConnection } from "./ssh";
 
@@ -73,19 +74,29 @@ export function hostCommand(
             throw new Error(`${name}: a command with a peer and the pulumi-command runner needs the ssh files of both nodes`);
         }
         const peer = args.peer;
+        const selfStep = { resource: name, node: nodeAddress(args.connection) };
+        const peerStep = { resource: name, node: nodeAddress(peer.connection) };
         const stdin = pulumi
             .all([args.create, args.update, args.delete, peer.program, files.self, files.peer])
             .apply(([create, update, del, peerProgram, own, other]) =>
                 renderAssignments({
                     PEER_NODE: peer.connection.node,
+                    SELF_WHERE: selfStep.node,
+                    PEER_WHERE: peerStep.node,
                     SELF_SSH: ["ssh", ...sshArgs(args.connection, own.keyFile, own.knownHostsFile, "")].slice(0, -1),
                     PEER_SSH: ["ssh", ...sshArgs(peer.connection, other.keyFile, other.knownHostsFile, "")].slice(0, -1),
-                    SELF_PROGRAMS: programsOnStdin({ create, update, delete: del }),
-                    PEER_PROGRAMS: programsOnStdin({ create: peerProgram }),
+                    SELF_PROGRAMS: programsOnStdin({ create, update, delete: del }, selfStep),
+                    PEER_PROGRAMS: programsOnStdin({ create: peerProgram }, peerStep),
                 }) + "\n",
             );
+        // The peer runs its one program on create and on update alike (programsOnStdin gives update
+        // the create program); it is named by this step's operation.
         const script = (operation: "create" | "update") =>
-            renderAssignments({ OPERATION: operation, SELF_RUN: runFromStdin(operation), PEER_RUN: runFromStdin("create") }) + "\n" + readScript("peer-run");
+            [
+                renderAssignments({ OPERATION: operation, FLEET_STEP: name, SELF_RUN: runFromStdin(operation), PEER_RUN: runFromStdin(operation) }),
+                readScript("run-step"),
+                readScript("peer-run"),
+            ].join("\n");
         const resource = new command.local.Command(
             name,
             {
@@ -117,7 +128,7 @@ export function hostCommand(
                 // The programs travel on standard input; the command lines stay short (see shell.ts).
                 stdin: pulumi
                     .all([args.create, args.update, args.delete])
-                    .apply(([create, update, del]) => programsOnStdin({ create, update, delete: del })),
+                    .apply(([create, update, del]) => programsOnStdin({ create, update, delete: del }, { resource: name, node: nodeAddress(args.connection) })),
                 create: runFromStdin("create"),
                 update: runFromStdin("update"),
                 delete: args.delete === undefined ? undefined : runFromStdin("delete"),
@@ -134,6 +145,8 @@ export function hostCommand(
 
 /** The inputs (and stored outputs) of the builtin resource. */
 interface SshCommandProps {
+    /** The resource's name, for the line that tells a failure (absent in the state of older versions). */
+    name?: string;
     node: string;
     host: string;
     port: number;
@@ -153,10 +166,12 @@ interface SshCommandProps {
 /**
  * Runs one operation's program on the node with the system ssh client, the programs on standard
  * input; with `props.peer`, the peer's program on its node at the same time (only the two sessions'
- * output comes here; see HostCommandArgs.peer). Self-contained (it `require`s what it uses) because
- * Pulumi serializes it into the dynamic provider.
+ * output comes here; see HostCommandArgs.peer). A failure is told in one line per failed side (the
+ * peer's first), naming the step, the operation, the node and the reason (stepFailure.ts), with
+ * what preceded the reason under it. Self-contained (it `require`s what it uses) because Pulumi
+ * serializes it into the dynamic provider.
  */
-async function runOverSsh(props: SshCommandProps, operation: "create" | "update" | "delete"): Promise<{ stdout: string; stderr: string }> {
+async function runOverSsh(props: SshCommandProps, operation: StepOperation): Promise<{ stdout: string; stderr: string }> {
     const childProcess = require("child_process") as typeof import("child_process");
     const fs = require("fs") as typeof import("fs");
     const os = require("os") as typeof import("os");
@@ -165,29 +180,22 @@ async function runOverSsh(props: SshCommandProps, operation: "create" | "update"
     try {
         const keyFile = path.join(dir, "key");
         fs.writeFileSync(keyFile, props.privateKey.endsWith("\n") ? props.privateKey : `${props.privateKey}\n`, { mode: 0o600 });
-        const argsFor = (target: { node: string; host: string; port: number; user: string; hostKey?: string }, remote: string, extra: readonly string[]) => {
+        type Target = { node: string; host: string; port: number; user: string; hostKey?: string };
+        const argsFor = (target: Target, remote: string, extra: readonly string[]) => {
             const knownHosts = path.join(dir, `known_hosts-${target.node}`);
             if (target.hostKey) {
                 fs.writeFileSync(knownHosts, knownHostsLine(target));
             }
             return sshArgs({ ...target, connectTimeoutSeconds: props.connectTimeoutSeconds }, keyFile, knownHosts, remote, extra);
         };
-        const tail = (text: string) => text.trimEnd().split("\n").slice(-40).join("\n");
-        const failure = (target: { node: string; host: string; port: number; user: string }, code: number | null, signal: string | null, stdout: string, stderr: string) => {
-            const what = code === 255 ? "ssh failed (connection or authentication)" : `the command exited ${code ?? signal}`;
-            return new Error(
-                `node ${target.node} (${target.user}@${target.host}:${target.port}): ${what}\n` +
-                    (stderr.trim() ? `--- stderr (tail) ---\n${tail(stderr)}\n` : "") +
-                    (stdout.trim() ? `--- stdout (tail) ---\n${tail(stdout)}\n` : ""),
-            );
-        };
-        type Outcome = { code: number | null; signal: string | null; stdout: string; stderr: string };
+        // A state written before the name was an input has none.
+        const resource = props.name ?? "a host command";
+        const where = (target: Target) => ({ resource, operation, node: target.node, user: target.user, host: target.host, port: target.port });
         const children: import("child_process").ChildProcess[] = [];
-        type Target = { node: string; host: string; port: number; user: string; hostKey?: string };
         // children[0]: this node's current session, children[1]: the peer's.
-        const attempt = (target: Target, input: string, op: "create" | "update" | "delete", extra: readonly string[], slot: 0 | 1) =>
-            new Promise<Outcome>((resolve, reject) => {
-                const child = childProcess.spawn("ssh", argsFor(target, runFromStdin(op), extra), { stdio: ["pipe", "pipe", "pipe"] });
+        const attempt = (target: Target, input: string, extra: readonly string[], slot: 0 | 1) =>
+            new Promise<StepOutcome>((resolve, reject) => {
+                const child = childProcess.spawn("ssh", argsFor(target, runFromStdin(operation), extra), { stdio: ["pipe", "pipe", "pipe"] });
                 children[slot] = child;
                 const out: Buffer[] = [];
                 const err: Buffer[] = [];
@@ -195,51 +203,76 @@ async function runOverSsh(props: SshCommandProps, operation: "create" | "update"
                 child.stdin!.end(input);
                 child.stdout!.on("data", (chunk: Buffer) => out.push(chunk));
                 child.stderr!.on("data", (chunk: Buffer) => err.push(chunk));
-                child.on("error", (error: Error) => reject(new Error(`node ${target.node} (${target.host}:${target.port}): cannot run ssh: ${error.message}`)));
+                child.on("error", (error: Error) =>
+                    reject(new Error(`${resource} (${operation}) on node ${nodeAddress(target)}: cannot run ssh: ${error.message}`)),
+                );
                 child.on("close", (code: number | null, signal: string | null) =>
                     resolve({ code, signal, stdout: Buffer.concat(out).toString("utf8"), stderr: Buffer.concat(err).toString("utf8") }),
                 );
             });
-        const session = (target: Target, input: string, op: "create" | "update" | "delete", slot: 0 | 1) =>
-            overSharedConnection({ ...target, connectTimeoutSeconds: props.connectTimeoutSeconds }, props.privateKey, (extra) => attempt(target, input, op, extra, slot));
+        const session = (target: Target, input: string, slot: 0 | 1) =>
+            overSharedConnection({ ...target, connectTimeoutSeconds: props.connectTimeoutSeconds }, props.privateKey, (extra) => attempt(target, input, extra, slot));
         const peer = operation === "delete" ? undefined : props.peer;
-        const main = session(props, programsOnStdin(props), operation, 0);
+        const main = session(props, programsOnStdin(props, { resource, node: nodeAddress(props) }), 0);
         if (!peer) {
             const outcome = await main;
             if (outcome.code !== 0) {
-                throw failure(props, outcome.code, outcome.signal, outcome.stdout, outcome.stderr);
+                throw new Error(stepFailureMessage([{ where: where(props), outcome }]));
             }
             return { stdout: outcome.stdout, stderr: outcome.stderr };
         }
-        const other = session(peer, programsOnStdin({ create: peer.program }), "create", 1);
+        // The peer runs its one program on create and on update alike (programsOnStdin gives update the create program).
+        const other = session(peer, programsOnStdin({ create: peer.program }, { resource, node: nodeAddress(peer) }), 1);
         // When one side fails, the other gets 10 s to notice on its own, then its session is closed.
-        const closeAfterFailure = (outcome: Outcome, child: () => import("child_process").ChildProcess | undefined) => {
+        const closeAfterFailure = (outcome: StepOutcome, stop: () => void) => {
             if (outcome.code !== 0) {
-                setTimeout(() => child()?.kill(), 10_000).unref();
+                setTimeout(stop, 10_000).unref();
             }
             return outcome;
         };
-        const [mine, theirs] = await Promise.all([
-            main.then((outcome) => closeAfterFailure(outcome, () => children[1])),
-            other.then((outcome) => closeAfterFailure(outcome, () => children[0])),
-        ]);
+        const stopped: boolean[] = [false, false];
+        const stop = (slot: 0 | 1) => () => {
+            const child = children[slot];
+            if (child && child.exitCode === null && child.signalCode === null) {
+                stopped[slot] = true;
+                child.kill();
+            }
+        };
+        const [mine, theirs] = await Promise.all([main.then((outcome) => closeAfterFailure(outcome, stop(1))), other.then((outcome) => closeAfterFailure(outcome, stop(0)))]);
         const prefixed = (text: string) => text.trimEnd().split("\n").filter((line) => line !== "").map((line) => `${peer.node}: ${line}\n`).join("");
-        const stdout = mine.stdout + prefixed(theirs.stdout);
-        const stderr = mine.stderr + prefixed(theirs.stderr);
-        if (theirs.code !== 0 && mine.code !== 0) {
+        const failures = [
             // The peer's failure usually explains this node's: say it first.
-            throw new Error(`${failure(peer, theirs.code, theirs.signal, theirs.stdout, theirs.stderr).message}${failure(props, mine.code, mine.signal, mine.stdout, mine.stderr).message}`);
+            { where: where(peer), outcome: theirs, stoppedByUs: stopped[1] },
+            { where: where(props), outcome: mine, stoppedByUs: stopped[0] },
+        ].filter((failure) => failure.outcome.code !== 0);
+        if (failures.length > 0) {
+            throw new Error(stepFailureMessage(failures));
         }
-        if (theirs.code !== 0) {
-            throw failure(peer, theirs.code, theirs.signal, theirs.stdout, theirs.stderr);
-        }
-        if (mine.code !== 0) {
-            throw failure(props, mine.code, mine.signal, mine.stdout, prefixed(theirs.stderr) + mine.stderr);
-        }
-        return { stdout, stderr };
+        return { stdout: mine.stdout + prefixed(theirs.stdout), stderr: mine.stderr + prefixed(theirs.stderr) };
     } finally {
         fs.rmSync(dir, { recursive: true, force: true });
     }
+}
+
+/**
+ * `error`, with the next print of it by the dynamic-provider host dropped. On a failed delete (and
+ * only there), @pulumi/pulumi's host (cmd/dynamic-provider) prints `${error}: ${error.stack}` on its
+ * standard error before it hands the error to the engine; the engine shows every line of that under
+ * the stack, and then the error itself under the resource, so `pulumi up` showed the message three
+ * times, two of them with the host's stack frames. The next `console.error` that is exactly that
+ * print is dropped, once; any other passes (and puts console.error back), so a host that prints
+ * otherwise is left as it is. Self-contained: it is serialized into the dynamic provider.
+ */
+export function withoutHostEcho(error: Error): Error {
+    const echo = `${error}: ${error.stack}`;
+    const print = console.error;
+    console.error = (...args: unknown[]) => {
+        console.error = print;
+        if (!(args.length === 1 && args[0] === echo)) {
+            print(...args);
+        }
+    };
+    return error;
 }
 
 const sshCommandProvider: pulumi.dynamic.ResourceProvider = {
@@ -266,7 +299,9 @@ const sshCommandProvider: pulumi.dynamic.ResourceProvider = {
     },
     async delete(_id: string, props: SshCommandProps) {
         if (props.delete) {
-            await runOverSsh(props, "delete");
+            await runOverSsh(props, "delete").catch((error: Error) => {
+                throw withoutHostEcho(error);
+            });
         }
     },
 };
@@ -282,6 +317,7 @@ export class SshCommand extends pulumi.dynamic.Resource {
             sshCommandProvider,
             name,
             {
+                name,
                 node: args.connection.node,
                 host: args.connection.host,
                 port: args.connection.port,

@@ -73,26 +73,44 @@ export interface CommandPrograms {
     readonly delete?: string;
 }
 
+// Read once, when this module loads: the builtin runner's provider, which calls programsOnStdin,
+// is serialized with the text itself rather than a path to a file of this checkout.
+const RUN_STEP = readScript("run-step");
+
+/** Which step a host command's programs are, for the line that tells its failure (scripts/run-step.sh). */
+export interface StepLabel {
+    /** The resource's name, e.g. `vllm-serve`. */
+    readonly resource: string;
+    /** The node as messages name it: `spark1 (spark@10.230.34.10:22)` (stepFailure.ts nodeAddress). */
+    readonly node: string;
+}
+
 /**
  * The programs of a host command as the data its remote shell reads on standard input: quoted
- * assignments, one per operation (an update without a program of its own runs `create` again).
+ * assignments, one per operation (an update without a program of its own runs `create` again),
+ * then the functions of scripts/run-step.sh, which {@link runFromStdin} calls. With `step`, a failing
+ * program ends its standard error with one line naming the step, the operation, the node and why.
  */
-export function programsOnStdin(programs: CommandPrograms): string {
+export function programsOnStdin(programs: CommandPrograms, step?: StepLabel): string {
     return `${renderAssignments({
         FLEET_CREATE: programs.create,
         FLEET_UPDATE: programs.update ?? programs.create,
         FLEET_DELETE: programs.delete ?? "",
-    })}\n`;
+        FLEET_STEP: step?.resource ?? "",
+        FLEET_NODE: step?.node ?? "",
+    })}\n${RUN_STEP}`;
 }
 
 /**
  * The remote command line that runs one operation's program from {@link programsOnStdin}. It is
  * short on purpose: a failing command is reported quoting its command line, and the program itself
- * (kilobytes, with its secrets) stays out of the message and out of every process's command line. Standard input is read to the end before the program
- * starts, so nothing the program runs can consume it.
+ * (kilobytes, with its secrets) stays out of the message and out of every process's command line.
+ * Standard input is read to the end before the program starts, so nothing the program runs can
+ * consume it.
  */
 export function runFromStdin(operation: "create" | "update" | "delete"): string {
-    // The program runs in this same shell (eval), never as an argument of a new one: a command line
-    // is readable by every user of the node (`ps`), and programs carry secrets (keys, tokens).
-    return `bash -c 'eval "$(cat)" && eval "$FLEET_${operation.toUpperCase()}"'`;
+    // The program runs in a subshell of this shell (fleet_run evals it), never as an argument of a
+    // new one: a command line is readable by every user of the node (`ps`), and programs carry
+    // secrets (keys, tokens).
+    return `bash -c 'eval "$(cat)" && fleet_run ${operation}'`;
 }

@@ -1,6 +1,7 @@
 import * as pulumi from "@pulumi/pulumi";
 import * as docker from "@pulumi/docker";
 import { FleetConfig, FleetNode } from "../infra/config";
+import { FleetError } from "../infra/errors";
 import { FabricFacts, ModelDirFacts, NodeFacts, findFabric, preflight } from "../infra/facts";
 import { NodeObservation } from "../infra/observe";
 import { describeFitPlan, fitNodeFromFacts, kvCacheDtypeFromArgs, parseModelConfig, planFit, safetensorsWeightBytes } from "../infra/fit";
@@ -116,7 +117,10 @@ export class SparkNode extends pulumi.ComponentResource {
         const secret = fabricSecret(args.privateKey, pulumi.interpolate`image ${args.node.name} ${from.imageId}`);
         const vars = pulumi.all([from.imageId, source.fabric, ownFabric, secret]).apply(([imageId, sourceFabric, fabric, key]) => {
             if (!imageId) {
-                throw new Error(`image.source copy: ${source.nodeName}, the node copied from, has no image ${args.image}`);
+                throw new FleetError(
+                    `image.source copy: ${source.nodeName}, the node copied from, has no image ${args.image}; expected it there: pull or load it on ${source.nodeName}, ` +
+                        `or set vllm-fleet:image.source to pull (every node pulls vllm-fleet:image.name)`,
+                );
             }
             return {
                 IMAGE: args.image,
@@ -165,7 +169,7 @@ export function planFleet(
     return pulumi.all(current).apply((factsList) => {
         preflight(
             factsList.map((facts, index) => ({ name: nodes[index].nodeName, facts })),
-            { image: config.image.name, modelPath: config.model.path, gpusNeeded: gpusNeeded(config) },
+            { image: config.image.name, imageSource: config.image.source, modelPath: config.model.path, modelSync: config.model.sync, gpusNeeded: gpusNeeded(config) },
         );
         const head = factsList[0];
         if (head.model.configJson) {

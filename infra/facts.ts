@@ -1,6 +1,7 @@
 /**
  * Node facts: parsing what the probe (components/scripts/probe.sh) prints on a host, and the
- * preflight checks that refuse to go on, each naming the node and the fact.
+ * preflight checks that refuse to go on, each naming the node and the fact, what was expected and
+ * the config key to change (or that the fix is on the node), as the config errors do.
  *
  * Pure and tested against outputs of real DGX Sparks (test/fixtures). Facts, not guesses: the fabric
  * interface is the one holding an address in the configured fabric subnet, never the default route.
@@ -242,30 +243,40 @@ function describeInterfaces(interfaces: readonly InterfaceFacts[]): string {
     return listed.length > 0 ? listed.join("; ") : "no interfaces";
 }
 
-/** Finds the interface holding an address in `subnet`; refuses none or several. */
+/**
+ * Finds the interface holding an address in `subnet`; refuses none or several, and a fabric interface
+ * that is down, each refusal saying what was expected and what to change (`vllm-fleet:fabric.subnet`,
+ * or the node).
+ */
 export function findFabric(node: string, facts: NodeFacts, subnet: string): FabricFacts {
     const block: Cidr | undefined = parseCidr(subnet);
     if (!block) {
-        throw new PreflightError(`fabric subnet ${subnet} is not an IPv4 CIDR block`);
+        throw new PreflightError(
+            `fabric subnet ${subnet} is not an IPv4 CIDR block; expected one such as 192.168.200.0/24 (no host bits set): set vllm-fleet:fabric.subnet`,
+        );
     }
     const matches = facts.interfaces.flatMap((iface) =>
         iface.addresses.filter((address) => cidrContains(block, address.ip)).map((address) => ({ iface, address })),
     );
     if (matches.length === 0) {
         throw new PreflightError(
-            `node ${node}: no interface has an address in the fabric subnet ${subnet}; it has: ${describeInterfaces(facts.interfaces)}`,
+            `node ${node}: no interface has an address in the fabric subnet ${subnet}; it has: ${describeInterfaces(facts.interfaces)}; ` +
+                `expected one address in it on every node: set vllm-fleet:fabric.subnet to the subnet of the nodes' fabric link, or give this node's fabric interface an address in ${subnet}`,
         );
     }
     if (matches.length > 1) {
         throw new PreflightError(
             `node ${node}: more than one address in the fabric subnet ${subnet} (${matches
                 .map((m) => `${m.iface.name} ${m.address.ip}`)
-                .join(", ")}); NCCL and Ray need exactly one`,
+                .join(", ")}); NCCL and Ray need exactly one; ` +
+                `expected one per node: remove the others on the node, or set vllm-fleet:fabric.subnet to a block that holds one address of each node`,
         );
     }
     const { iface, address } = matches[0];
     if (!iface.up) {
-        throw new PreflightError(`node ${node}: fabric interface ${iface.name} (${address.ip}) is down`);
+        throw new PreflightError(
+            `node ${node}: fabric interface ${iface.name} (${address.ip}) is down; the fix is on the node: bring it up (ip link set ${iface.name} up) and check its cable`,
+        );
     }
     return { interface: iface.name, ip: address.ip, hcas: fabricHcas(facts.hcas, iface.name), rdmaDevices: facts.rdmaDevices };
 }
@@ -303,34 +314,83 @@ export interface PreflightInput {
     readonly facts: NodeFacts;
 }
 
+/** What preflight compares the nodes' facts with: the config they were read for. */
+export interface PreflightOptions {
+    /** vllm-fleet:image.name */
+    readonly image: string;
+    /** vllm-fleet:image.source; default `present`. */
+    readonly imageSource?: "present" | "pull" | "copy";
+    /** vllm-fleet:model.path */
+    readonly modelPath: string;
+    /** vllm-fleet:model.sync; default `none`. */
+    readonly modelSync?: "none" | "rsync";
+    /** TP×PP (vllm-fleet:parallelism.tensor × vllm-fleet:parallelism.pipeline). */
+    readonly gpusNeeded: number;
+}
+
 /**
- * Cross-node checks: the image present with one id everywhere, the model directory present,
- * enough GPUs for TP×PP, and matching driver / CUDA major versions. Throws naming node and fact.
+ * What to do when TP×PP needs more GPUs than the nodes have: the keys to lower, or nodes to add (and a
+ * node that shows no GPU at all named: its driver is the suspect). Shared by preflight and the fit
+ * planner, which refuse the same thing.
  */
-export function preflight(
-    nodes: readonly PreflightInput[],
-    options: { readonly image: string; readonly modelPath: string; readonly gpusNeeded: number },
-): void {
+export function gpuShortageRemedy(gpus: number, nodes: readonly { readonly name: string; readonly gpus: number }[]): string {
+    const blind = nodes.filter((node) => node.gpus === 0).map((node) => node.name);
+    return (
+        `expected at most ${gpus} (the GPUs of the nodes): set vllm-fleet:parallelism.tensor × vllm-fleet:parallelism.pipeline to ${gpus} or less, ` +
+        `or add nodes to vllm-fleet:nodes` +
+        (blind.length > 0 ? ` (${blind.join(", ")} ${blind.length === 1 ? "shows" : "show"} no GPU: check the driver there, nvidia-smi)` : "")
+    );
+}
+
+/**
+ * Cross-node checks: Docker answering, the image present with one id everywhere, the model directory
+ * present and the same everywhere, enough GPUs for TP×PP, and matching driver / CUDA major versions.
+ * Throws naming node and fact, what was expected and the config key to change (or that the fix is on
+ * the node), one line per problem.
+ */
+export function preflight(nodes: readonly PreflightInput[], options: PreflightOptions): void {
+    const imageSource = options.imageSource ?? "present";
+    const modelSync = options.modelSync ?? "none";
     const problems: string[] = [];
-    for (const { name, facts } of nodes) {
+    nodes.forEach(({ name, facts }, index) => {
         if (!facts.dockerVersion) {
-            problems.push(`node ${name}: Docker does not answer (is the user in the docker group?)`);
+            problems.push(
+                `node ${name}: Docker does not answer (is the user in the docker group?); the fix is on the node: start Docker there (systemctl start docker), or add the SSH user to the docker group`,
+            );
         }
         if (!facts.imageId) {
-            problems.push(`node ${name}: image ${options.image} is not present (docker image inspect found nothing)`);
+            const remedy =
+                imageSource === "present"
+                    ? `expected it there with vllm-fleet:image.source present: pull or load it on the node, or set vllm-fleet:image.source to pull (every node pulls vllm-fleet:image.name) or copy (the first node's, to the others)`
+                    : imageSource === "copy" && index === 0
+                      ? `expected it on the first node, which vllm-fleet:image.source copy copies from: pull or load it there, or set vllm-fleet:image.source to pull`
+                      : `expected it delivered by vllm-fleet:image.source ${imageSource}: check vllm-fleet:image.name`;
+            problems.push(`node ${name}: image ${options.image} is not present (docker image inspect found nothing); ${remedy}`);
         }
         if (!facts.model.exists) {
-            problems.push(`node ${name}: model directory ${options.modelPath} does not exist`);
+            const remedy =
+                index === 0
+                    ? `expected the model's directory there: set vllm-fleet:model.path to where its config.json and *.safetensors are`
+                    : modelSync === "rsync"
+                      ? `expected vllm-fleet:model.sync rsync to have copied ${nodes[0].name}'s there: run up again`
+                      : `expected a copy on every node with vllm-fleet:model.sync none: copy it there, or set vllm-fleet:model.sync to rsync (${nodes[0].name}'s, over the fabric), or correct vllm-fleet:model.path`;
+            problems.push(`node ${name}: model directory ${options.modelPath} does not exist; ${remedy}`);
         } else if (!facts.model.files.some((file) => file.name === "config.json")) {
-            problems.push(`node ${name}: model directory ${options.modelPath} has no config.json`);
+            problems.push(
+                `node ${name}: model directory ${options.modelPath} has no config.json; expected a Hugging Face model's directory (config.json and *.safetensors): set vllm-fleet:model.path to it`,
+            );
         }
-    }
+    });
     const reference = nodes[0];
     for (const { name, facts } of nodes.slice(1)) {
         if (reference && reference.facts.model.exists && facts.model.exists) {
             const difference = firstModelDifference(reference.facts.model, facts.model);
             if (difference) {
-                problems.push(`node ${name}: model directory ${options.modelPath} differs from ${reference.name}'s: ${difference}`);
+                const remedy =
+                    modelSync === "none"
+                        ? `set vllm-fleet:model.sync to rsync (${reference.name}'s copied to the others), or make the copies equal`
+                        : `run up again (vllm-fleet:model.sync rsync copies ${reference.name}'s again)`;
+                problems.push(`node ${name}: model directory ${options.modelPath} differs from ${reference.name}'s: ${difference}; expected the same files as ${reference.name}'s: ${remedy}`);
             }
         }
     }
@@ -341,18 +401,24 @@ export function preflight(
         }
     }
     if (ids.size > 1) {
+        const remedy =
+            imageSource === "pull"
+                ? `pin vllm-fleet:image.name by digest (name@sha256:...) so that every node pulls the same image, or set vllm-fleet:image.source to copy (the first node's, to the others)`
+                : imageSource === "copy"
+                  ? `run up again (vllm-fleet:image.source copy copies the first node's where the id differs)`
+                  : `set vllm-fleet:image.source to copy (the first node's, to the others), or to pull with vllm-fleet:image.name pinned by digest (name@sha256:...)`;
         problems.push(
             `image ${options.image} differs across nodes: ${[...ids.entries()]
                 .map(([id, names]) => `${names.join(", ")} have ${id.replace(/^sha256:/, "").slice(0, 12)}`)
-                .join("; ")}`,
+                .join("; ")}; expected one image id on every node: ${remedy}`,
         );
     }
     const gpus = nodes.reduce((sum, node) => sum + node.facts.gpus.length, 0);
     if (gpus < options.gpusNeeded) {
+        const counts = nodes.map((node) => ({ name: node.name, gpus: node.facts.gpus.length }));
         problems.push(
-            `TP×PP needs ${options.gpusNeeded} GPUs but the nodes have ${gpus} (${nodes
-                .map((node) => `${node.name}: ${node.facts.gpus.length}`)
-                .join(", ")})`,
+            `TP×PP needs ${options.gpusNeeded} GPUs but the nodes have ${gpus} (${counts.map((node) => `${node.name}: ${node.gpus}`).join(", ")}); ` +
+                gpuShortageRemedy(gpus, counts),
         );
     }
     for (const [label, pick] of [
@@ -368,7 +434,9 @@ export function preflight(
             }
         }
         if (majors.size > 1) {
-            problems.push(`${label} major versions differ across nodes: ${[...majors.values()].flat().join(", ")}`);
+            problems.push(
+                `${label} major versions differ across nodes: ${[...majors.values()].flat().join(", ")}; expected one on every node; the fix is on the nodes: install the same NVIDIA driver release on each${label === "CUDA" ? " (nvidia-smi shows the CUDA version of the driver)" : ""}`,
+            );
         }
     }
     if (problems.length > 0) {

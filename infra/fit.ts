@@ -1,7 +1,8 @@
 /**
  * The fit planner (issue 5), pure: will this model, split TP×PP across these nodes, load and leave
  * room for at least one `max-model-len` sequence of KV cache? It refuses with the numbers (need X
- * GiB, have Y GiB on node Z) before anything is started, and otherwise returns a plan that
+ * GiB, have Y GiB on node Z) and the config keys that would change them (the ranks that would fit,
+ * the largest max-model-len that fits) before anything is started, and otherwise returns a plan that
  * {@link describeFitPlan} turns into the short table printed during `pulumi preview`.
  *
  * Inputs are what a caller already holds: the text of the model's config.json, the bytes of its
@@ -24,7 +25,7 @@
  *   TP > KV heads; either way one must divide the other (QKVParallelLinear), and TP must divide
  *   the attention heads. Pipeline stages get layers as vLLM's `get_pp_indices` splits them.
  */
-import { ModelDirFacts, NodeFacts, usableMemoryBytes } from "./facts";
+import { ModelDirFacts, NodeFacts, gpuShortageRemedy, usableMemoryBytes } from "./facts";
 import { FleetError } from "./errors";
 
 /** One gibibyte, the unit of every message and of {@link describeFitPlan}. */
@@ -86,6 +87,11 @@ export interface ModelConfig {
 
 type Json = Record<string, unknown>;
 
+/** A config.json the planner cannot read: the model's, named by vllm-fleet:model.path. */
+function configError(source: string, problem: string): FitError {
+    return new FitError([`${source}${problem}; expected a Hugging Face model's config.json: check vllm-fleet:model.path`]);
+}
+
 function isObject(value: unknown): value is Json {
     return typeof value === "object" && value !== null && !Array.isArray(value);
 }
@@ -93,7 +99,7 @@ function isObject(value: unknown): value is Json {
 function positiveInteger(source: string, json: Json, key: string): number {
     const value = json[key];
     if (typeof value !== "number" || !Number.isInteger(value) || value <= 0) {
-        throw new FitError([`${source}: ${key} is ${JSON.stringify(value)}, expected a positive integer`]);
+        throw configError(source, `: ${key} is ${JSON.stringify(value)}, expected a positive integer`);
     }
     return value;
 }
@@ -111,7 +117,7 @@ function layerKindsOf(source: string, text: Json, layers: number): LayerKind[] {
     const types = text.layer_types;
     if (Array.isArray(types)) {
         if (types.length !== layers) {
-            throw new FitError([`${source}: layer_types has ${types.length} entries for ${layers} hidden layers`]);
+            throw configError(source, `: layer_types has ${types.length} entries for ${layers} hidden layers`);
         }
         // Kinds vLLM does not bound (anything but sliding/linear) are counted as full attention.
         return types.map((kind) => (kind === "sliding_attention" || kind === "linear_attention" ? kind : "full_attention"));
@@ -133,10 +139,10 @@ export function parseModelConfig(configJsonText: string, source = "config.json")
     try {
         root = JSON.parse(configJsonText);
     } catch (error) {
-        throw new FitError([`${source} is not JSON: ${(error as Error).message}`]);
+        throw configError(source, ` is not JSON: ${(error as Error).message}`);
     }
     if (!isObject(root)) {
-        throw new FitError([`${source} is not a JSON object`]);
+        throw configError(source, " is not a JSON object");
     }
     const text: Json = isObject(root.text_config) ? { ...root, ...root.text_config } : root;
     const numHiddenLayers = positiveInteger(source, text, "num_hidden_layers");
@@ -146,7 +152,7 @@ export function parseModelConfig(configJsonText: string, source = "config.json")
     if (headDim === undefined) {
         const hiddenSize = positiveInteger(source, text, "hidden_size");
         if (hiddenSize % numAttentionHeads !== 0) {
-            throw new FitError([`${source}: no head_dim, and hidden_size ${hiddenSize} is not a multiple of num_attention_heads ${numAttentionHeads}`]);
+            throw configError(source, `: no head_dim, and hidden_size ${hiddenSize} is not a multiple of num_attention_heads ${numAttentionHeads}`);
         }
         headDim = hiddenSize / numAttentionHeads;
     }
@@ -199,7 +205,9 @@ export function kvCacheDtypeBytes(kvCacheDtype: string): number {
     if (dtypeBytes(kvCacheDtype) === 4) {
         return 4;
     }
-    throw new FitError([`unknown KV cache dtype ${JSON.stringify(kvCacheDtype)} (expected auto, bfloat16, float16, fp8, fp8_e4m3 or fp8_e5m2)`]);
+    throw new FitError([
+        `unknown KV cache dtype ${JSON.stringify(kvCacheDtype)} (expected auto, bfloat16, float16, fp8, fp8_e4m3 or fp8_e5m2): change --kv-cache-dtype in vllm-fleet:vllm.extraArgs`,
+    ]);
 }
 
 /** The `--kv-cache-dtype` value in extra vLLM arguments (`--kv-cache-dtype fp8` or `=fp8`), else "auto". */
@@ -246,17 +254,38 @@ export function pipelineStageLayerCounts(numHiddenLayers: number, pipelineParall
  */
 export function checkParallelism(model: ModelConfig, tensorParallel: number, pipelineParallel: number): void {
     const problems: string[] = [];
-    for (const [label, value] of [
-        ["tensor parallelism", tensorParallel],
-        ["pipeline parallelism", pipelineParallel],
+    for (const [label, value, key] of [
+        ["tensor parallelism", tensorParallel, "vllm-fleet:parallelism.tensor"],
+        ["pipeline parallelism", pipelineParallel, "vllm-fleet:parallelism.pipeline"],
     ] as const) {
         if (!Number.isInteger(value) || value < 1) {
-            problems.push(`${label} is ${value}, expected a positive integer`);
+            problems.push(`${label} is ${value}, expected a positive integer: set ${key}`);
         }
     }
     if (problems.length > 0) {
         throw new FitError(problems);
     }
+    const tensorProblems = tensorParallelProblems(model, tensorParallel);
+    if (tensorProblems.length > 0) {
+        // One remedy for all of them, after the last.
+        const allowed = allowedTensorParallel(model);
+        tensorProblems[tensorProblems.length - 1] +=
+            `; expected a TP the model's heads allow: set vllm-fleet:parallelism.tensor to ${allowed.length === 1 ? allowed[0] : `one of ${allowed.join(", ")}`}`;
+        problems.push(...tensorProblems);
+    }
+    if (pipelineParallel > model.numHiddenLayers) {
+        problems.push(
+            `PP=${pipelineParallel} exceeds the model's ${model.numHiddenLayers} hidden layers; expected at most ${model.numHiddenLayers}: set vllm-fleet:parallelism.pipeline to ${model.numHiddenLayers} or less`,
+        );
+    }
+    if (problems.length > 0) {
+        throw new FitError(problems);
+    }
+}
+
+/** Why vLLM would refuse to split the model's heads over `tensorParallel` ranks (none: it would not). */
+function tensorParallelProblems(model: ModelConfig, tensorParallel: number): string[] {
+    const problems: string[] = [];
     if (model.numAttentionHeads % tensorParallel !== 0) {
         problems.push(`TP=${tensorParallel} does not divide the model's ${model.numAttentionHeads} attention heads`);
     }
@@ -272,12 +301,12 @@ export function checkParallelism(model: ModelConfig, tensorParallel: number, pip
             `TP=${tensorParallel} does not divide the model's ${linear.numKeyHeads} key / ${linear.numValueHeads} value linear-attention heads`,
         );
     }
-    if (pipelineParallel > model.numHiddenLayers) {
-        problems.push(`PP=${pipelineParallel} exceeds the model's ${model.numHiddenLayers} hidden layers`);
-    }
-    if (problems.length > 0) {
-        throw new FitError(problems);
-    }
+    return problems;
+}
+
+/** The TP sizes vLLM accepts for the model's heads, from 1 to its attention heads. */
+export function allowedTensorParallel(model: ModelConfig): number[] {
+    return Array.from({ length: model.numAttentionHeads }, (_, index) => index + 1).filter((size) => tensorParallelProblems(model, size).length === 0);
 }
 
 /** KV heads one rank holds: its share of them, or one replica when TP exceeds them. */
@@ -379,18 +408,43 @@ export function formatGiB(bytes: number): string {
     return `${(bytes / GIB).toFixed(1)} GiB`;
 }
 
+/**
+ * What to change when a rank's weights and overhead do not fit in a node's usable memory: more ranks
+ * (the fewest that would fit), a higher gpu-memory-utilization (when a fraction ≤ 1 would do), or a
+ * smaller model.
+ */
+function weightsRemedy(weightBytes: number, worldSize: number, neededBytes: number, usableBytes: number, overheadBytes: number, memoryBytes: number): string {
+    const remedies: string[] = [];
+    if (usableBytes > overheadBytes) {
+        const ranks = Math.ceil(weightBytes / (usableBytes - overheadBytes));
+        if (ranks > worldSize) {
+            remedies.push(`split the weights over at least ${ranks} ranks (vllm-fleet:parallelism.tensor × vllm-fleet:parallelism.pipeline, with the nodes to hold them)`);
+        }
+    }
+    const utilization = Math.ceil((neededBytes / memoryBytes) * 100) / 100;
+    if (utilization <= 1) {
+        remedies.push(`raise vllm-fleet:vllm.gpuMemoryUtilization to ${utilization}`);
+    }
+    remedies.push("serve a smaller or quantized model (vllm-fleet:model.path)");
+    return `expected at most ${formatGiB(usableBytes)} per rank: ${remedies.join(", or ")}`;
+}
+
 function checkRequest(request: FitRequest, maxModelLen: number | undefined): asserts maxModelLen is number {
     const problems: string[] = [];
     if (!(request.gpuMemoryUtilization > 0 && request.gpuMemoryUtilization <= 1)) {
-        problems.push(`gpu-memory-utilization is ${request.gpuMemoryUtilization}, expected a fraction in (0, 1]`);
+        problems.push(`gpu-memory-utilization is ${request.gpuMemoryUtilization}, expected a fraction in (0, 1]: set vllm-fleet:vllm.gpuMemoryUtilization`);
     }
     if (!(request.weightBytes > 0)) {
-        problems.push(`the model directory has ${request.weightBytes} bytes of *.safetensors weights`);
+        problems.push(
+            `the model directory has ${request.weightBytes} bytes of *.safetensors weights; expected the model's weights there: check vllm-fleet:model.path (vLLM reads *.safetensors)`,
+        );
     }
     if (maxModelLen === undefined) {
-        problems.push("no max-model-len: the config has no max_position_embeddings; set vllm.maxModelLen");
+        problems.push(
+            "no max-model-len: the config has no max_position_embeddings; set vllm.maxModelLen (vllm-fleet:vllm.maxModelLen) to the longest sequence to serve, prompt and answer, in tokens",
+        );
     } else if (!Number.isInteger(maxModelLen) || maxModelLen < 1) {
-        problems.push(`max-model-len is ${maxModelLen}, expected a positive integer`);
+        problems.push(`max-model-len is ${maxModelLen}, expected a positive integer: set vllm-fleet:vllm.maxModelLen`);
     }
     if (problems.length > 0) {
         throw new FitError(problems);
@@ -401,10 +455,11 @@ function checkRequest(request: FitRequest, maxModelLen: number | undefined): ass
 function assignRanks(nodes: readonly FitNode[], worldSize: number, tensorParallel: number, pipelineParallel: number): number[][] {
     const slots = nodes.reduce((sum, node) => sum + (node.gpus ?? 1), 0);
     if (slots < worldSize) {
+        const counts = nodes.map((node) => ({ name: node.name, gpus: node.gpus ?? 1 }));
         throw new FitError([
-            `TP×PP = ${tensorParallel}×${pipelineParallel} needs ${worldSize} GPUs but the nodes have ${slots} (${nodes
-                .map((node) => `${node.name}: ${node.gpus ?? 1}`)
-                .join(", ")})`,
+            `TP×PP = ${tensorParallel}×${pipelineParallel} needs ${worldSize} GPUs but the nodes have ${slots} (${counts
+                .map((node) => `${node.name}: ${node.gpus}`)
+                .join(", ")}); ${gpuShortageRemedy(slots, counts)}`,
         ]);
     }
     let next = 0;
@@ -459,18 +514,25 @@ export function planFit(request: FitRequest): FitPlan {
         if (neededBytes > usableBytes) {
             problems.push(
                 `model needs ${formatGiB(neededBytes)} per rank (${formatGiB(weightsBytes)} of weights + ${formatGiB(overheadBytes)} runtime overhead), ` +
-                    `${node.name} has ${formatGiB(usableBytes)} usable (${gpuMemoryUtilization} × ${formatGiB(node.memoryBytes)})`,
+                    `${node.name} has ${formatGiB(usableBytes)} usable (${gpuMemoryUtilization} × ${formatGiB(node.memoryBytes)}); ` +
+                    weightsRemedy(request.weightBytes, worldSize, neededBytes, usableBytes, overheadBytes, node.memoryBytes),
             );
             return;
         }
         const kvBytes = usableBytes - neededBytes;
         const sequenceBytes = cost.kvBytesPerToken * maxModelLen + cost.fixedBytesPerSequence;
         if (sequenceBytes > kvBytes) {
+            // The longest sequence the room holds, its fixed state included.
+            const fits = cost.kvBytesPerToken > 0 ? Math.max(0, Math.floor((kvBytes - cost.fixedBytesPerSequence) / cost.kvBytesPerToken)) : 0;
+            const ranks = "add ranks (vllm-fleet:parallelism.tensor × vllm-fleet:parallelism.pipeline, with the nodes to hold them)";
+            const fp8 = kvDtypeBytes > 1 ? ", or keep the KV cache in fp8 (--kv-cache-dtype fp8 in vllm-fleet:vllm.extraArgs)" : "";
             problems.push(
                 `max-model-len ${maxModelLen} needs ${formatGiB(sequenceBytes)} of KV cache per sequence on a rank, ` +
                     `${node.name} has ${formatGiB(kvBytes)} left after ${formatGiB(neededBytes)} of weights and overhead ` +
                     `(room for ${cost.kvBytesPerToken > 0 ? Math.floor(kvBytes / cost.kvBytesPerToken) : 0} tokens); ` +
-                    `lower vllm.maxModelLen, raise gpu-memory-utilization or add ranks`,
+                    (fits > 0
+                        ? `expected a max-model-len of at most ${fits} here: set vllm-fleet:vllm.maxModelLen to ${fits} or less, raise vllm-fleet:vllm.gpuMemoryUtilization, ${ranks}${fp8}`
+                        : `expected room for one sequence's state: raise vllm-fleet:vllm.gpuMemoryUtilization, ${ranks}${fp8}`),
             );
             return;
         }

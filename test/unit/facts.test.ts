@@ -216,6 +216,108 @@ describe("preflight", () => {
     });
 });
 
+describe("every refusal from the nodes' facts says what was expected and what to change", () => {
+    const good = parseProbeOutput(sparkProbe());
+    const withFacts = (change: Partial<NodeFacts>): NodeFacts => ({ ...good, ...change });
+    const fabricIpAddr = fixture("ip-addr-spark-fabric.txt");
+    /** The one line of preflight's message about `fact`. */
+    const lineOf = (run: () => void, fact: RegExp): string => {
+        try {
+            run();
+        } catch (error) {
+            expect(error).toBeInstanceOf(PreflightError);
+            const line = (error as Error).message.split("\n").find((candidate) => fact.test(candidate));
+            expect(line, `no line matches ${fact} in: ${(error as Error).message}`).toBeDefined();
+            return line!;
+        }
+        throw new Error("expected a refusal");
+    };
+    const base = { image: "vllm:test", modelPath: "/models/q", gpusNeeded: 2 };
+    const two = (spark2: NodeFacts, spark1: NodeFacts = good) => [
+        { name: "spark1", facts: spark1 },
+        { name: "spark2", facts: spark2 },
+    ];
+
+    it.each<[string, () => void, RegExp, RegExp]>([
+        ["a fabric subnet that is not a CIDR block", () => findFabric("spark1", good, "192.168.100.1/24"), /is not an IPv4 CIDR block/, /; expected one such as 192\.168\.200\.0\/24 \(no host bits set\): set vllm-fleet:fabric\.subnet$/],
+        [
+            "no address in the fabric subnet",
+            () => findFabric("spark1", good, "192.168.200.0/24"),
+            /no interface has an address in the fabric subnet/,
+            /; expected one address in it on every node: set vllm-fleet:fabric\.subnet to the subnet of the nodes' fabric link, or give this node's fabric interface an address in 192\.168\.200\.0\/24$/,
+        ],
+        [
+            "two addresses in the fabric subnet",
+            () => findFabric("spark2", parseProbeOutput(sparkProbe({ ipAddr: fabricIpAddr + "5: enP2p1s0f1np1: <UP> mtu 1500\n    inet 192.168.100.11/24 scope global\n" })), "192.168.100.0/24"),
+            /more than one address in the fabric subnet/,
+            /; expected one per node: remove the others on the node, or set vllm-fleet:fabric\.subnet to a block that holds one address of each node$/,
+        ],
+        [
+            "a fabric interface that is down (the fix is on the node)",
+            () => findFabric("spark2", parseProbeOutput(sparkProbe({ ipAddr: fabricIpAddr.replace("<BROADCAST,MULTICAST,UP,LOWER_UP>", "<NO-CARRIER,BROADCAST,MULTICAST>") })), "192.168.100.0/24"),
+            /^node spark2: fabric interface enp1s0f1np1 \(192\.168\.100\.10\) is down/,
+            /is down; the fix is on the node: bring it up \(ip link set enp1s0f1np1 up\) and check its cable$/,
+        ],
+        ["Docker not answering (the fix is on the node)", () => preflight(two(withFacts({ dockerVersion: undefined })), base), /^  - node spark2: Docker does not answer/, /; the fix is on the node: start Docker there \(systemctl start docker\), or add the SSH user to the docker group$/],
+        [
+            "an image missing with image.source present",
+            () => preflight(two(withFacts({ imageId: undefined })), base),
+            /node spark2: image vllm:test is not present/,
+            /; expected it there with vllm-fleet:image\.source present: pull or load it on the node, or set vllm-fleet:image\.source to pull \(every node pulls vllm-fleet:image\.name\) or copy \(the first node's, to the others\)$/,
+        ],
+        [
+            "an image missing on the node image.source copy copies from",
+            () => preflight(two(good, withFacts({ imageId: undefined })), { ...base, imageSource: "copy" }),
+            /node spark1: image vllm:test is not present/,
+            /; expected it on the first node, which vllm-fleet:image\.source copy copies from: pull or load it there, or set vllm-fleet:image\.source to pull$/,
+        ],
+        ["an image missing after image.source pull", () => preflight(two(withFacts({ imageId: undefined })), { ...base, imageSource: "pull" }), /node spark2: image vllm:test is not present/, /; expected it delivered by vllm-fleet:image\.source pull: check vllm-fleet:image\.name$/],
+        [
+            "images that differ (image.source present)",
+            () => preflight(two(withFacts({ imageId: `sha256:${"2".repeat(64)}` })), base),
+            /image vllm:test differs across nodes: spark1 have 111111111111; spark2 have 222222222222/,
+            /; expected one image id on every node: set vllm-fleet:image\.source to copy \(the first node's, to the others\), or to pull with vllm-fleet:image\.name pinned by digest \(name@sha256:\.\.\.\)$/,
+        ],
+        [
+            "images that differ after image.source pull (the tag moved between pulls)",
+            () => preflight(two(withFacts({ imageId: `sha256:${"2".repeat(64)}` })), { ...base, imageSource: "pull" }),
+            /differs across nodes/,
+            /; expected one image id on every node: pin vllm-fleet:image\.name by digest \(name@sha256:\.\.\.\) so that every node pulls the same image, or set vllm-fleet:image\.source to copy/,
+        ],
+        ["no model directory on the first node", () => preflight(two(good, withFacts({ model: { ...good.model, exists: false } })), base), /node spark1: model directory \/models\/q does not exist/, /; expected the model's directory there: set vllm-fleet:model\.path to where its config\.json and \*\.safetensors are$/],
+        [
+            "no model directory on another node, model.sync none",
+            () => preflight(two(withFacts({ model: { ...good.model, exists: false } })), base),
+            /node spark2: model directory \/models\/q does not exist/,
+            /; expected a copy on every node with vllm-fleet:model\.sync none: copy it there, or set vllm-fleet:model\.sync to rsync \(spark1's, over the fabric\), or correct vllm-fleet:model\.path$/,
+        ],
+        ["a model directory without config.json", () => preflight(two(withFacts({ model: { ...good.model, files: good.model.files.filter((file) => file.name !== "config.json") } })), base), /has no config\.json/, /; expected a Hugging Face model's directory \(config\.json and \*\.safetensors\): set vllm-fleet:model\.path to it$/],
+        [
+            "model directories that differ, model.sync none",
+            () => preflight(two(withFacts({ model: { ...good.model, configSha256: "fff" } })), base),
+            /differs from spark1's: config\.json has other content/,
+            /; expected the same files as spark1's: set vllm-fleet:model\.sync to rsync \(spark1's copied to the others\), or make the copies equal$/,
+        ],
+        ["model directories that differ after model.sync rsync", () => preflight(two(withFacts({ model: { ...good.model, configSha256: "fff" } })), { ...base, modelSync: "rsync" }), /differs from spark1's/, /; expected the same files as spark1's: run up again \(vllm-fleet:model\.sync rsync copies spark1's again\)$/],
+        [
+            "fewer GPUs than TP×PP",
+            () => preflight(two(good), { ...base, gpusNeeded: 3 }),
+            /TP×PP needs 3 GPUs but the nodes have 2 \(spark1: 1, spark2: 1\)/,
+            /; expected at most 2 \(the GPUs of the nodes\): set vllm-fleet:parallelism\.tensor × vllm-fleet:parallelism\.pipeline to 2 or less, or add nodes to vllm-fleet:nodes$/,
+        ],
+        [
+            "a node that shows no GPU",
+            () => preflight(two(withFacts({ gpus: [] })), base),
+            /needs 2 GPUs but the nodes have 1 \(spark1: 1, spark2: 0\)/,
+            /or add nodes to vllm-fleet:nodes \(spark2 shows no GPU: check the driver there, nvidia-smi\)$/,
+        ],
+        ["driver versions that differ (the fix is on the nodes)", () => preflight(two(withFacts({ driverVersion: "570.1.2" })), base), /driver major versions differ/, /; expected one on every node; the fix is on the nodes: install the same NVIDIA driver release on each$/],
+    ])("%s", (_what, run, fact, remedy) => {
+        const line = lineOf(run, fact);
+        expect(line).toMatch(remedy);
+    });
+});
+
 describe("usableMemoryBytes", () => {
     it("uses MemTotal less the OS reserve on GB10's unified memory", () => {
         const facts = parseProbeOutput(sparkProbe());

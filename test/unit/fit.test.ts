@@ -7,6 +7,7 @@ import {
     FitNode,
     FitRequest,
     GIB,
+    allowedTensorParallel,
     LayerKind,
     ModelConfig,
     RUNTIME_OVERHEAD_BYTES_PER_RANK,
@@ -389,7 +390,9 @@ describe("planFit: refusals carry the numbers and name the node", () => {
         [
             "Qwen3.5-122B-A10B-FP8 on one Spark",
             { model: QWEN35_122B_A10B_FP8, weightBytes: QWEN35_122B_A10B_FP8_WEIGHTS, tensorParallel: 1, pipelineParallel: 1, nodes: sparks(1), gpuMemoryUtilization: 0.9 },
-            [/^model needs 121\.4 GiB per rank \(118\.4 GiB of weights \+ 3\.0 GiB runtime overhead\), spark1 has 99\.7 GiB usable \(0\.9 × 110\.8 GiB\)$/],
+            [
+                /^model needs 121\.4 GiB per rank \(118\.4 GiB of weights \+ 3\.0 GiB runtime overhead\), spark1 has 99\.7 GiB usable \(0\.9 × 110\.8 GiB\); expected at most 99\.7 GiB per rank: split the weights over at least 2 ranks \(vllm-fleet:parallelism\.tensor × vllm-fleet:parallelism\.pipeline, with the nodes to hold them\), or serve a smaller or quantized model \(vllm-fleet:model\.path\)$/,
+            ],
         ],
         [
             "Llama-3.1-70B-Instruct on one Spark",
@@ -438,17 +441,19 @@ describe("planFit: refusals carry the numbers and name the node", () => {
         [
             "TP=6 for Qwen3.5-27B: 24 heads split, 4 KV heads do not",
             { model: QWEN35_27B_HEADS, weightBytes: 1, tensorParallel: 6, pipelineParallel: 1, nodes: sparks(6), gpuMemoryUtilization: 0.9, maxModelLen: 4096 },
-            [/^TP=6 and the model's 4 KV heads do not divide one another \(vLLM splits KV heads when TP ≤ 4 and replicates them when TP is a multiple of 4\)$/],
+            [
+                /^TP=6 and the model's 4 KV heads do not divide one another \(vLLM splits KV heads when TP ≤ 4 and replicates them when TP is a multiple of 4\); expected a TP the model's heads allow: set vllm-fleet:parallelism\.tensor to one of 1, 2, 4, 8, 12, 24$/,
+            ],
         ],
         [
             "TP=3 splitting linear-attention heads unevenly (Qwen3.5-122B with its attention heads altered to isolate the check)",
             { model: { ...QWEN35_122B_A10B_FP8, numAttentionHeads: 48, numKeyValueHeads: 3 }, weightBytes: 1, tensorParallel: 3, pipelineParallel: 1, nodes: sparks(3), gpuMemoryUtilization: 0.9 },
-            [/^TP=3 does not divide the model's 16 key \/ 64 value linear-attention heads$/],
+            [/^TP=3 does not divide the model's 16 key \/ 64 value linear-attention heads; expected a TP the model's heads allow: set vllm-fleet:parallelism\.tensor to 1$/],
         ],
         [
             "PP beyond the hidden layers",
             { model: LLAMA31_8B_INSTRUCT, weightBytes: 1, tensorParallel: 1, pipelineParallel: 33, nodes: sparks(33), gpuMemoryUtilization: 0.9 },
-            [/^PP=33 exceeds the model's 32 hidden layers$/],
+            [/^PP=33 exceeds the model's 32 hidden layers; expected at most 32: set vllm-fleet:parallelism\.pipeline to 32 or less$/],
         ],
         [
             "an unknown KV cache dtype",
@@ -471,6 +476,59 @@ describe("planFit: refusals carry the numbers and name the node", () => {
             expect(error.problems.some((problem) => message.test(problem))).toBe(true);
         }
         expect(error.problems).toHaveLength(messages.length);
+    });
+});
+
+describe("every refusal of the fit planner names the config key to change and what was expected", () => {
+    const refusal = (run: () => unknown): string[] => {
+        try {
+            run();
+        } catch (error) {
+            expect(error).toBeInstanceOf(FitError);
+            return [...(error as FitError).problems];
+        }
+        throw new Error("expected a refusal");
+    };
+    const llama8b = { model: LLAMA31_8B_INSTRUCT, weightBytes: 1, tensorParallel: 1, pipelineParallel: 1, nodes: sparks(1), gpuMemoryUtilization: 0.9 };
+
+    it.each<[string, () => unknown, RegExp]>([
+        ["a config.json the planner cannot read", () => parseModelConfig('{"num_attention_heads": 32}', "/models/q/config.json on spark1"), /^\/models\/q\/config\.json on spark1: num_hidden_layers is undefined, expected a positive integer; expected a Hugging Face model's config\.json: check vllm-fleet:model\.path$/],
+        ["a config.json that is not JSON", () => parseModelConfig("{"), /is not JSON: .*; expected a Hugging Face model's config\.json: check vllm-fleet:model\.path$/],
+        ["an unknown KV cache dtype", () => planFit({ ...llama8b, kvCacheDtype: "int3" }), /: change --kv-cache-dtype in vllm-fleet:vllm\.extraArgs$/],
+        ["a TP that is not a positive integer", () => checkParallelism(LLAMA31_8B_INSTRUCT, 0, 1), /^tensor parallelism is 0, expected a positive integer: set vllm-fleet:parallelism\.tensor$/],
+        ["a PP that is not a positive integer", () => checkParallelism(LLAMA31_8B_INSTRUCT, 1, 1.5), /^pipeline parallelism is 1\.5, expected a positive integer: set vllm-fleet:parallelism\.pipeline$/],
+        ["a TP the heads do not allow", () => checkParallelism(LLAMA31_70B_INSTRUCT, 3, 1), /; expected a TP the model's heads allow: set vllm-fleet:parallelism\.tensor to one of 1, 2, 4, 8, 16, 32, 64$/],
+        ["a PP beyond the layers", () => checkParallelism(LLAMA31_8B_INSTRUCT, 1, 40), /; expected at most 32: set vllm-fleet:parallelism\.pipeline to 32 or less$/],
+        ["a gpu-memory-utilization out of range", () => planFit({ ...llama8b, gpuMemoryUtilization: 0 }), /^gpu-memory-utilization is 0, expected a fraction in \(0, 1\]: set vllm-fleet:vllm\.gpuMemoryUtilization$/],
+        ["no weights", () => planFit({ ...llama8b, weightBytes: 0 }), /; expected the model's weights there: check vllm-fleet:model\.path/],
+        ["no max-model-len", () => planFit({ ...llama8b, model: QWEN35_27B_HEADS }), /set vllm\.maxModelLen \(vllm-fleet:vllm\.maxModelLen\) to the longest sequence to serve/],
+        ["a max-model-len that is not a positive integer", () => planFit({ ...llama8b, maxModelLen: 0 }), /^max-model-len is 0, expected a positive integer: set vllm-fleet:vllm\.maxModelLen$/],
+        [
+            "fewer GPUs than TP×PP",
+            () => planFit({ ...llama8b, tensorParallel: 4, pipelineParallel: 1, nodes: sparks(2) }),
+            /^TP×PP = 4×1 needs 4 GPUs but the nodes have 2 \(spark1: 1, spark2: 1\); expected at most 2 \(the GPUs of the nodes\): set vllm-fleet:parallelism\.tensor × vllm-fleet:parallelism\.pipeline to 2 or less, or add nodes to vllm-fleet:nodes$/,
+        ],
+        [
+            "weights that would fit at a higher gpu-memory-utilization or over more ranks",
+            () => planFit({ ...llama8b, model: LLAMA31_70B_INSTRUCT, weightBytes: LLAMA31_70B_INSTRUCT_WEIGHTS, tensorParallel: 2, nodes: sparks(2), gpuMemoryUtilization: 0.6 }),
+            /spark1 has 66\.5 GiB usable \(0\.6 × 110\.8 GiB\); expected at most 66\.5 GiB per rank: split the weights over at least 3 ranks \(vllm-fleet:parallelism\.tensor × vllm-fleet:parallelism\.pipeline, with the nodes to hold them\), or raise vllm-fleet:vllm\.gpuMemoryUtilization to 0\.63, or serve a smaller or quantized model \(vllm-fleet:model\.path\)$/,
+        ],
+        [
+            "a max-model-len that does not fit",
+            () => planFit({ ...llama8b, model: LLAMA31_70B_INSTRUCT, weightBytes: LLAMA31_70B_INSTRUCT_WEIGHTS, tensorParallel: 2, nodes: sparks(2), gpuMemoryUtilization: 0.8 }),
+            /\(room for 130630 tokens\); expected a max-model-len of at most 130630 here: set vllm-fleet:vllm\.maxModelLen to 130630 or less, raise vllm-fleet:vllm\.gpuMemoryUtilization, add ranks \(vllm-fleet:parallelism\.tensor × vllm-fleet:parallelism\.pipeline, with the nodes to hold them\), or keep the KV cache in fp8 \(--kv-cache-dtype fp8 in vllm-fleet:vllm\.extraArgs\)$/,
+        ],
+    ])("%s", (_what, run, expected) => {
+        const problems = refusal(run);
+        expect(problems.some((problem) => expected.test(problem)), problems.join("\n")).toBe(true);
+    });
+
+    it("offers no fp8 KV cache when the cache is fp8 already, and the TPs that work", () => {
+        const problems = refusal(() =>
+            planFit({ ...llama8b, model: LLAMA31_70B_INSTRUCT, weightBytes: LLAMA31_70B_INSTRUCT_WEIGHTS, tensorParallel: 2, nodes: sparks(2), gpuMemoryUtilization: 0.8, maxModelLen: 300_000, kvCacheDtype: "fp8" }),
+        );
+        expect(problems[0]).toMatch(/with the nodes to hold them\)$/);
+        expect(allowedTensorParallel(QWEN35_27B_HEADS)).toEqual([1, 2, 4, 8, 12, 24]);
     });
 });
 

@@ -311,13 +311,15 @@ describe("preflight stops the deployment before any container", () => {
         await expect(runProgram(duo, big)).rejects.toThrow(/needs 14\d\.\d GiB per rank.*spark1 has \d+\.\d GiB usable/s);
     });
 
-    it("counts GPUs against TP×PP", async () => {
-        await expect(runProgram({ ...duo, parallelism: { tensor: 3 } }, probe)).rejects.toThrow(/TP×PP needs 3 GPUs but the nodes have 2/);
+    it("counts GPUs against TP×PP, naming the keys to change", async () => {
+        await expect(runProgram({ ...duo, parallelism: { tensor: 3 } }, probe)).rejects.toThrow(
+            /TP×PP needs 3 GPUs but the nodes have 2 \(spark1: 1, spark2: 1\); expected at most 2 \(the GPUs of the nodes\): set vllm-fleet:parallelism\.tensor × vllm-fleet:parallelism\.pipeline to 2 or less, or add nodes to vllm-fleet:nodes/,
+        );
     });
 
-    it("names a node with no address in the fabric subnet", async () => {
+    it("names a node with no address in the fabric subnet, and the key to change", async () => {
         await expect(runProgram({ ...duo, fabric: { subnet: "192.168.100.0/24" } }, probe)).rejects.toThrow(
-            /node spark1: no interface has an address in the fabric subnet 192\.168\.100\.0\/24; it has: eth0 10\.1\.230\.180\/24; enp1s0f1np1 192\.168\.200\.12\/24/,
+            /node spark1: no interface has an address in the fabric subnet 192\.168\.100\.0\/24; it has: eth0 10\.1\.230\.180\/24; enp1s0f1np1 192\.168\.200\.12\/24; expected one address in it on every node: set vllm-fleet:fabric\.subnet/,
         );
     });
 });

@@ -1,0 +1,347 @@
+/**
+ * How a failed step is told: one line naming the resource, the operation, the node and the last
+ * meaningful line of what it ran. The same table of realistic outputs is read by the TypeScript
+ * (stepFailure.ts, the builtin runner) and by the node-side bash (scripts/run-step.sh, which both
+ * runners send), so the two cannot drift apart.
+ */
+import { execFileSync, spawnSync } from "child_process";
+import * as fs from "fs";
+import * as os from "os";
+import * as path from "path";
+import { describe, expect, it, vi } from "vitest";
+import { withoutHostEcho } from "../../components/hostCommand";
+import { programsOnStdin, readScript, renderAssignments, runFromStdin } from "../../components/shell";
+import { StepOutcome, StepWhere, failureReason, shortenContainerIds, stepFailureLine, stepFailureMessage } from "../../components/stepFailure";
+
+const CONTAINER_ID = "60f75cb3d2a94e1c8b7f6a5d4c3b2a1908f7e6d5c4b3a29180f7e6d5c4b3a291";
+const IMAGE_ID = "sha256:4f2a9c8e1b3d5f7a9c0e2b4d6f8a1c3e5b7d9f0a2c4e6b8d0f1a3c5e7b9d1f2a";
+const spark1: StepWhere = { resource: "vllm-serve", operation: "delete", node: "spark1", user: "spark", host: "10.230.34.10", port: 22 };
+const outcome = (stderr: string, code: number | null = 1, stdout = ""): StepOutcome => ({ code, signal: null, stdout, stderr });
+
+/** vLLM's end when its engine cannot start (v0.11, as `vllm serve` logs it). */
+const VLLM_KV_CACHE_FAILURE = [
+    "(EngineCore_DP0 pid=300) ERROR 12-03 17:58:01 [core.py:708] EngineCore failed to start.",
+    "(EngineCore_DP0 pid=300) ValueError: To serve at least one request with the models's max seq len (262144), (24.00 GiB KV cache is needed, which is larger than the available KV cache memory (10.94 GiB). Based on the available memory, the estimated maximum model length is 118784. Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.",
+    "(APIServer pid=1) Traceback (most recent call last):",
+    '(APIServer pid=1)   File "/usr/local/bin/vllm", line 10, in <module>',
+    "(APIServer pid=1)     sys.exit(main())",
+    '(APIServer pid=1)   File "/usr/local/lib/python3.12/dist-packages/vllm/v1/engine/utils.py", line 880, in wait_for_engine_startup',
+    "(APIServer pid=1)     raise RuntimeError(",
+    "(APIServer pid=1) RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}",
+].join("\n");
+
+/** [what, standard error, exit status, the reason]: outputs as the nodes give them. */
+const reasons: [string, string, number, string][] = [
+    [
+        "docker rm of a container that is not running (its id shortened as docker ps shows it)",
+        `Error response from daemon: Container ${CONTAINER_ID} is not running\n`,
+        1,
+        "Error response from daemon: Container 60f75cb3d2a9 is not running",
+    ],
+    [
+        "docker run whose name is taken, before Docker's pointer to --help",
+        `docker: Error response from daemon: Conflict. The container name "/vllm-fleet-ray" is already in use by container "${CONTAINER_ID}". You have to remove (or rename) that container to be able to reuse that name.\nSee 'docker run --help'.\n`,
+        125,
+        'docker: Error response from daemon: Conflict. The container name "/vllm-fleet-ray" is already in use by container "60f75cb3d2a9". You have to remove (or rename) that container to be able to reuse that name.',
+    ],
+    [
+        "docker pull of a tag the registry does not have",
+        "Error response from daemon: manifest for nvcr.io/nvidia/vllm:25.99-py3 not found: manifest unknown: manifest unknown\n",
+        1,
+        "Error response from daemon: manifest for nvcr.io/nvidia/vllm:25.99-py3 not found: manifest unknown: manifest unknown",
+    ],
+    [
+        "Docker's daemon not answering",
+        "Cannot connect to the Docker daemon at unix:///var/run/docker.sock. Is the docker daemon running?\n",
+        1,
+        "Cannot connect to the Docker daemon at unix:///var/run/docker.sock. Is the docker daemon running?",
+    ],
+    [
+        "a script's own one-line error after `set -x` traces",
+        "+ docker image inspect --format '{{.Id}}' nvcr.io/nvidia/vllm:25.11-py3\n++ id -u\n+ echo 'nvcr.io/nvidia/vllm:25.11-py3 here is missing'\nnvcr.io/nvidia/vllm:25.11-py3 here is missing, not " +
+            `${IMAGE_ID} as read at the start of this run\n+ exit 1\n`,
+        1,
+        `nvcr.io/nvidia/vllm:25.11-py3 here is missing, not ${IMAGE_ID} as read at the start of this run`,
+    ],
+    [
+        "rsync's real error before its pointer to it",
+        'rsync: [sender] link_stat "/models/qwen/model-00001.safetensors" failed: No such file or directory (2)\nrsync error: some files/attrs were not transferred (see previous errors) (code 23) at main.c(1338) [sender=3.2.7]\n',
+        23,
+        'rsync: [sender] link_stat "/models/qwen/model-00001.safetensors" failed: No such file or directory (2)',
+    ],
+    [
+        "a generic trailer alone, which is then the reason",
+        "rsync error: error in rsync protocol data stream (see previous errors) (code 12) at io.c(232) [Receiver=3.2.7]\n",
+        12,
+        "rsync error: error in rsync protocol data stream (see previous errors) (code 12) at io.c(232) [Receiver=3.2.7]",
+    ],
+    ["vLLM's root cause, not its traceback or its pointer to the cause", `vllm serve exited before it served qwen; the server log ends with:\n${VLLM_KV_CACHE_FAILURE}\n`, 1, VLLM_KV_CACHE_FAILURE.split("\n")[1]],
+    [
+        "a Python traceback's last line",
+        'Traceback (most recent call last):\n  File "<string>", line 12, in <module>\nConnectionRefusedError: [Errno 111] Connection refused\n',
+        1,
+        "ConnectionRefusedError: [Errno 111] Connection refused",
+    ],
+    ["a line ending in CRLF", "curl: (7) Failed to connect to 192.168.200.12 port 8000 after 0 ms: Couldn't connect to server\r\n\n\n", 7, "curl: (7) Failed to connect to 192.168.200.12 port 8000 after 0 ms: Couldn't connect to server"],
+    ["what a progress bar left last", "copying  10%\rcopying  55%\rdocker load: unexpected EOF\n", 1, "docker load: unexpected EOF"],
+    ["the command that failed, when the program said nothing", `vllm-fleet-failed-command: grep -q '^receiving files' "$state/files.log"\n`, 1, "`grep -q '^receiving files' \"$state/files.log\"` exited 1"],
+    ["nothing at all", "", 3, "exited 3 with no reason on standard error"],
+    ["a reason more than 100 lines back (only the last 100 are read)", "docker: Error response from daemon: Conflict.\n" + "+ retry\n".repeat(100), 1, "exited 1 with no reason on standard error"],
+    ["a reason 99 lines back", "docker: Error response from daemon: Conflict.\n" + "+ retry\n".repeat(99), 1, "docker: Error response from daemon: Conflict."],
+];
+
+/** [what, standard error]: ssh's own failures (exit 255, the node's program never ran). */
+const sshFailures: [string, string, string][] = [
+    ["a refused connection", "ssh: connect to host 10.230.34.10 port 22: Connection refused\n", "ssh: connect to host 10.230.34.10 port 22: Connection refused"],
+    ["a key the node does not accept", "spark@10.230.34.10: Permission denied (publickey).\n", "spark@10.230.34.10: Permission denied (publickey)."],
+    [
+        "a host key that changed",
+        "@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@\n@    WARNING: REMOTE HOST IDENTIFICATION HAS CHANGED!     @\n@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@\nHost key for 10.230.34.10 has changed and you have requested strict checking.\nHost key verification failed.\n",
+        "Host key verification failed.",
+    ],
+    ["a timeout", "ssh: connect to host 10.230.34.10 port 22: Connection timed out\n", "ssh: connect to host 10.230.34.10 port 22: Connection timed out"],
+    ["no word at all", "", "no answer"],
+];
+
+/** The bash of scripts/run-step.sh reading `stderr` as fleet_filter does, then its reason. */
+function bashReason(stderr: string, status: number, kind = ""): string {
+    const program = `${readScript("run-step")}\nfleet_filter "" 2>/dev/null\nfleet_reason ${status} ${kind}`;
+    return execFileSync("bash", ["-c", program], { input: stderr, encoding: "utf8" });
+}
+
+describe("the reason of a failed step: the last meaningful line of what it ran", () => {
+    it.each(reasons)("%s (stepFailure.ts)", (_what, stderr, status, reason) => {
+        expect(failureReason(outcome(stderr, status))).toBe(reason);
+    });
+
+    it.each(reasons)("%s (run-step.sh, on the node)", (_what, stderr, status, reason) => {
+        expect(bashReason(stderr, status)).toBe(reason);
+    });
+
+    it.each(sshFailures)("ssh failed: %s (stepFailure.ts and peer-run.sh alike)", (_what, stderr, last) => {
+        const reason = `ssh failed (connection or authentication): ${last}`;
+        expect(failureReason(outcome(stderr, 255), "ssh")).toBe(reason);
+        expect(bashReason(stderr, 255, "ssh")).toBe(reason);
+    });
+
+    it("keeps a line to a readable length, its start and its end", () => {
+        const long = `Error: ${"x".repeat(900)} the end`;
+        const reason = failureReason(outcome(long));
+        expect([...reason].length).toBeLessThan(500);
+        expect(reason.startsWith("Error: xxx")).toBe(true);
+        expect(reason.endsWith("x the end")).toBe(true);
+        expect(bashReason(long, 1)).toBe(reason);
+    });
+
+    it("shortens container ids only: digests and longer hex stay whole", () => {
+        expect(shortenContainerIds(`Container ${CONTAINER_ID} and ${CONTAINER_ID} are gone`)).toBe("Container 60f75cb3d2a9 and 60f75cb3d2a9 are gone");
+        expect(shortenContainerIds(`image ${IMAGE_ID}, nvcr.io/nvidia/vllm@${IMAGE_ID}`)).toBe(`image ${IMAGE_ID}, nvcr.io/nvidia/vllm@${IMAGE_ID}`);
+        expect(shortenContainerIds(`${CONTAINER_ID}00`)).toBe(`${CONTAINER_ID}00`);
+    });
+});
+
+describe("the one line of a failed step", () => {
+    it("names the resource, the operation, the node and its address, then the reason", () => {
+        expect(stepFailureLine(spark1, outcome(`Error response from daemon: Container ${CONTAINER_ID} is not running\n`))).toBe(
+            "vllm-serve (delete) on node spark1 (spark@10.230.34.10:22): Error response from daemon: Container 60f75cb3d2a9 is not running",
+        );
+    });
+
+    it("takes the node's own line when it printed one, whatever came after it", () => {
+        const stderr = "Error response from daemon: No such container: vllm-fleet-ray\nvllm-fleet: vllm-serve (delete) on node spark1 (spark@10.230.34.10:22): Error response from daemon: No such container: vllm-fleet-ray\n";
+        expect(stepFailureLine(spark1, outcome(stderr))).toBe("vllm-serve (delete) on node spark1 (spark@10.230.34.10:22): Error response from daemon: No such container: vllm-fleet-ray");
+    });
+
+    it("says ssh failed when the session to the node did (255, no line from the node)", () => {
+        expect(stepFailureLine({ ...spark1, operation: "create" }, outcome("ssh: connect to host 10.230.34.10 port 22: Connection refused\n", 255))).toBe(
+            "vllm-serve (create) on node spark1 (spark@10.230.34.10:22): ssh failed (connection or authentication): ssh: connect to host 10.230.34.10 port 22: Connection refused",
+        );
+    });
+
+    it("trusts the node's line over ssh's 255 when the program itself exited 255", () => {
+        const stderr = "vllm-fleet: vllm-serve (delete) on node spark1 (spark@10.230.34.10:22): `false` exited 255\n";
+        expect(stepFailureLine(spark1, outcome(stderr, 255))).toBe("vllm-serve (delete) on node spark1 (spark@10.230.34.10:22): `false` exited 255");
+    });
+});
+
+describe("the message of a failed step (builtin runner)", () => {
+    const image = (node: string, host: string): StepWhere => ({ resource: "spark2-image", operation: "create", node, user: "spark", host, port: 22 });
+
+    it("is the one line first, then what preceded the reason, without repeating it", () => {
+        const stderr = "vllm serve exited before it served qwen; the server log ends with:\n" + VLLM_KV_CACHE_FAILURE + "\n";
+        const message = stepFailureMessage([{ where: { ...spark1, operation: "create" }, outcome: outcome(stderr, 1, "starting vllm serve\n") }]);
+        const lines = message.split("\n");
+        expect(lines[0]).toBe(`vllm-serve (create) on node spark1 (spark@10.230.34.10:22): ${VLLM_KV_CACHE_FAILURE.split("\n")[1]}`);
+        expect(lines.slice(1)).toEqual([
+            "  standard error before it:",
+            "    vllm serve exited before it served qwen; the server log ends with:",
+            "    (EngineCore_DP0 pid=300) ERROR 12-03 17:58:01 [core.py:708] EngineCore failed to start.",
+            "  standard output ended with:",
+            "    starting vllm serve",
+        ]);
+        expect(message.match(/To serve at least one request/g)).toHaveLength(1);
+    });
+
+    it("is the one line alone when nothing preceded the reason", () => {
+        expect(stepFailureMessage([{ where: spark1, outcome: outcome(`Error response from daemon: Container ${CONTAINER_ID} is not running\n`) }])).toBe(
+            "vllm-serve (delete) on node spark1 (spark@10.230.34.10:22): Error response from daemon: Container 60f75cb3d2a9 is not running",
+        );
+    });
+
+    it("with a peer, tells both sides' failures, the peer's first, one line each", () => {
+        const message = stepFailureMessage([
+            { where: image("spark1", "10.230.34.10"), outcome: outcome("vllm-fleet: spark2-image (create) on node spark1 (spark@10.230.34.10:22): docker save of nvcr.io/nvidia/vllm:25.11-py3 did not start\n") },
+            { where: image("spark2", "10.230.34.11"), outcome: { code: null, signal: "SIGTERM", stdout: "", stderr: "" }, stoppedByUs: true },
+        ]);
+        expect(message.split("\n")).toEqual([
+            "spark2-image (create) on node spark1 (spark@10.230.34.10:22): docker save of nvcr.io/nvidia/vllm:25.11-py3 did not start",
+            "spark2-image (create) on node spark2 (spark@10.230.34.11:22): stopped after the other side had failed",
+        ]);
+    });
+});
+
+/** Runs a host command's operation as the runners do: the command line by a login shell, the programs on its standard input. */
+function runStep(programs: { create: string; delete?: string }, operation: "create" | "delete" = "create") {
+    const input = programsOnStdin(programs, { resource: "vllm-serve", node: "spark1 (spark@10.230.34.10:22)" });
+    return spawnSync("sh", ["-c", runFromStdin(operation)], { input, encoding: "utf8" });
+}
+
+describe("run-step.sh: a failing program's standard error ends with its step's one line", () => {
+    it("passes the output through as it is and adds the line last, keeping the exit status", () => {
+        const run = runStep({ create: "set -euo pipefail\necho started\necho 'Error response from daemon: Container " + CONTAINER_ID + " is not running' >&2\nexit 4" });
+        expect(run.status).toBe(4);
+        expect(run.stdout).toBe("started\n");
+        expect(run.stderr.split("\n")).toEqual([
+            `Error response from daemon: Container ${CONTAINER_ID} is not running`,
+            "vllm-fleet: vllm-serve (create) on node spark1 (spark@10.230.34.10:22): Error response from daemon: Container 60f75cb3d2a9 is not running",
+            "",
+        ]);
+    });
+
+    it("names the operation that ran", () => {
+        const run = runStep({ create: "true", delete: "echo 'Error response from daemon: No such container: vllm-fleet-ray' >&2; exit 1" }, "delete");
+        expect(run.stderr).toMatch(/^vllm-fleet: vllm-serve \(delete\) on node spark1 \(spark@10\.230\.34\.10:22\): Error response from daemon: No such container: vllm-fleet-ray$/m);
+    });
+
+    it("says nothing more when the program succeeds", () => {
+        const run = runStep({ create: "set -euo pipefail\necho 'a warning' >&2\necho done" });
+        expect(run.status).toBe(0);
+        expect(run.stdout).toBe("done\n");
+        expect(run.stderr).toBe("a warning\n");
+    });
+
+    it("names the command that failed when the program said nothing, as written (a secret's variable, not its value)", () => {
+        const run = runStep({ create: "set -euo pipefail\nTOKEN='hf_secret-value'\ncheck() { grep -q \"$TOKEN\" /dev/null; }\ncheck" });
+        expect(run.status).toBe(1);
+        expect(run.stderr).toBe('vllm-fleet: vllm-serve (create) on node spark1 (spark@10.230.34.10:22): `grep -q "$TOKEN" /dev/null` exited 1\n');
+        expect(run.stderr).not.toContain("hf_secret-value");
+    });
+
+    it("leaves what the program captures of its own standard error as it was", () => {
+        const run = runStep({ create: 'set -euo pipefail\nout="$( { cat /nonexistent; echo x; } 2>&1 )"\nprintf "%s\\n" "$out"' });
+        expect(run.status).toBe(0);
+        expect(run.stdout).toBe("cat: /nonexistent: No such file or directory\nx\n");
+    });
+
+    it("leaves the program its own traps, exit and pipelines", () => {
+        const run = runStep({
+            create: "set -euo pipefail\ntrap 'echo cleaned up' EXIT\nseen=unset\necho x | while read -r line; do seen=$line; done\necho \"seen=$seen\"\nexit 2",
+        });
+        expect(run.status).toBe(2);
+        // Without lastpipe, as in any bash: the loop ran in a subshell of its own.
+        expect(run.stdout).toBe("seen=unset\ncleaned up\n");
+        expect(run.stderr).toBe("vllm-fleet: vllm-serve (create) on node spark1 (spark@10.230.34.10:22): exited 2 with no reason on standard error\n");
+    });
+
+    it("keeps the program off every command line while it runs", () => {
+        const run = runStep({ create: "secret=sk-in-the-program; ps -eww -o args | grep -c 'sk-in-th[e]' || true" });
+        expect(run.stdout.trim()).toBe("0");
+    });
+});
+
+describe("peer-run.sh: a command with a peer (pulumi-command runner) ends with one line per failed side, the peer's first", () => {
+    const fakeSsh = (behaviour: string) => ["bash", "-c", behaviour, "fake-ssh"];
+    /** An ssh stand-in that runs the remote command line with a login shell, as sshd does. */
+    const runsRemote = fakeSsh('exec sh -c "$1"');
+
+    function peerRun(self: { programs: string; ssh?: string[] }, peer: { programs: string; ssh?: string[] }) {
+        const stdin = renderAssignments({
+            PEER_NODE: "spark1",
+            SELF_WHERE: "spark2 (spark@10.230.34.11:22)",
+            PEER_WHERE: "spark1 (spark@10.230.34.10:22)",
+            SELF_SSH: self.ssh ?? runsRemote,
+            PEER_SSH: peer.ssh ?? runsRemote,
+            SELF_PROGRAMS: programsOnStdin({ create: self.programs }, { resource: "spark2-image", node: "spark2 (spark@10.230.34.11:22)" }),
+            PEER_PROGRAMS: programsOnStdin({ create: peer.programs }, { resource: "spark2-image", node: "spark1 (spark@10.230.34.10:22)" }),
+        });
+        const script = [
+            renderAssignments({ OPERATION: "create", FLEET_STEP: "spark2-image", SELF_RUN: runFromStdin("create"), PEER_RUN: runFromStdin("create") }),
+            readScript("run-step"),
+            readScript("peer-run"),
+        ].join("\n");
+        const dir = fs.mkdtempSync(path.join(os.tmpdir(), "peer-run-"));
+        try {
+            return spawnSync("bash", ["-c", script], { input: stdin + "\n", encoding: "utf8", cwd: dir });
+        } finally {
+            fs.rmSync(dir, { recursive: true, force: true });
+        }
+    }
+
+    it("succeeds quietly when both sides do, the peer's output prefixed", () => {
+        const run = peerRun({ programs: "echo received" }, { programs: "echo sent; echo 'a note' >&2" });
+        expect(run.status).toBe(0);
+        expect(run.stdout.split("\n").sort()).toEqual(["", "received", "spark1: sent"]);
+        expect(run.stderr).toBe("spark1: a note\n");
+    });
+
+    it("ends with the peer's line, then this node's, each once", () => {
+        const run = peerRun(
+            { programs: "echo 'the image copy into nvcr.io/nvidia/vllm:25.11-py3 failed (receiver exit 1)' >&2; exit 1" },
+            { programs: "echo 'docker save of nvcr.io/nvidia/vllm:25.11-py3 did not start' >&2; exit 1" },
+        );
+        expect(run.status).not.toBe(0);
+        const lines = run.stderr.trimEnd().split("\n");
+        expect(lines.slice(-2)).toEqual([
+            "vllm-fleet: spark2-image (create) on node spark1 (spark@10.230.34.10:22): docker save of nvcr.io/nvidia/vllm:25.11-py3 did not start",
+            "vllm-fleet: spark2-image (create) on node spark2 (spark@10.230.34.11:22): the image copy into nvcr.io/nvidia/vllm:25.11-py3 failed (receiver exit 1)",
+        ]);
+        expect(run.stderr.match(/vllm-fleet: /g)).toHaveLength(2);
+        expect(lines).toContain("spark1: docker save of nvcr.io/nvidia/vllm:25.11-py3 did not start");
+    });
+
+    it("words the line itself when ssh to the peer failed", () => {
+        const run = peerRun({ programs: "echo received" }, { programs: "true", ssh: fakeSsh("echo 'ssh: connect to host 10.230.34.10 port 22: Connection refused' >&2; exit 255") });
+        expect(run.status).not.toBe(0);
+        expect(run.stderr.trimEnd().split("\n").slice(-1)).toEqual([
+            "vllm-fleet: spark2-image (create) on node spark1 (spark@10.230.34.10:22): ssh failed (connection or authentication): ssh: connect to host 10.230.34.10 port 22: Connection refused",
+        ]);
+    });
+});
+
+describe("a failed delete of the builtin runner is shown once", () => {
+    it("drops the dynamic-provider host's own print of the error (`${e}: ${e.stack}`), once", () => {
+        const print = vi.spyOn(console, "error").mockImplementation(() => undefined);
+        try {
+            const error = withoutHostEcho(new Error("vllm-serve (delete) on node spark1 (spark@10.230.34.10:22): Error response from daemon: No such container: x"));
+            // What @pulumi/pulumi's cmd/dynamic-provider does with a failed delete before it returns the error to the engine.
+            console.error(`${error}: ${error.stack}`);
+            expect(print).not.toHaveBeenCalled();
+            console.error(`${error}: ${error.stack}`);
+            expect(print).toHaveBeenCalledTimes(1);
+        } finally {
+            print.mockRestore();
+        }
+    });
+
+    it("lets any other print through, and stops looking", () => {
+        const print = vi.spyOn(console, "error").mockImplementation(() => undefined);
+        try {
+            const error = withoutHostEcho(new Error("x"));
+            console.error("something else");
+            console.error(`${error}: ${error.stack}`);
+            expect(print.mock.calls).toEqual([["something else"], [`${error}: ${error.stack}`]]);
+        } finally {
+            print.mockRestore();
+        }
+    });
+});
