@@ -26,8 +26,13 @@ id="$(docker "${RUN_ARGS[@]}")"
 # Looked at right away, then every half second for WATCH_SECONDS.
 for ((check = 0; ; check++)); do
   status="$(container_status "$NAME")" || exit 1
+  if [ "$status" = gone ]; then
+    echo "container $NAME is gone right after start (removed, its log with it)" >&2
+    exit 1
+  fi
   if [ "$status" != running ]; then
-    case "$status" in exited) how="exited" ;; gone) how="is gone" ;; *) how="is $status" ;; esac
+    how="is $status"
+    [ "$status" != exited ] || how="exited"
     echo "container $NAME $how right after start; its last log lines:" >&2
     docker logs --tail 40 "$NAME" >&2 || true
     exit 1

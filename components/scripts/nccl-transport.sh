@@ -17,10 +17,18 @@ lines="" unread=""
 if [ "$EXECUTOR" = ray ]; then
   if [ "$status" = running ]; then
     # Newest worker log first: a restarted vllm serve has new workers.
-    lines="$(docker exec "$CONTAINER" sh -c 'ls -t /tmp/ray/session_latest/logs/worker-*.out 2>/dev/null | head -n 200 | xargs -r grep -h "NCCL INFO \(Using network\|NET/\)" 2>/dev/null' || true)"
-  else
-    unread="container $CONTAINER is $status (the Ray workers' logs are inside it)"
+    lines="$(docker exec "$CONTAINER" sh -c 'ls -t /tmp/ray/session_latest/logs/worker-*.out 2>/dev/null | head -n 200 | xargs -r grep -h "NCCL INFO \(Using network\|NET/\)" 2>/dev/null' 2>/dev/null || true)"
+    # Nothing read: no such line, or the container stopped under the exec.
+    if [ -z "$lines" ]; then
+      status="$(container_status "$CONTAINER" 2>/dev/null)" || status="unknown (Docker on this node does not answer)"
+      [ "$status" = gone ] && status="missing"
+    fi
   fi
+  case "$status" in
+    running) ;;
+    unknown*) unread="container $CONTAINER is $status" ;;
+    *) unread="container $CONTAINER is $status (the Ray workers' logs are inside it)" ;;
+  esac
 elif [ "$status" = missing ] || [ "${status%% *}" = unknown ]; then
   unread="container $CONTAINER is $status"
 else

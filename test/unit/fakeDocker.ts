@@ -170,7 +170,9 @@ export function runWithFakeDocker(commandLine: string, docker: StandInDocker = {
             const own = path.join(dir, "c", name);
             const state = (fs.readFileSync(path.join(own, "status"), "utf8").split("\n")[0] || "gone") as ContainerState;
             if (state !== "gone") {
-                const serve = fs.existsSync(path.join(own, "serve")) ? (fs.readFileSync(path.join(own, "serve"), "utf8").trim() as ServeState) : "absent";
+                // A process started by exec lives only while the container's main one does.
+                const alive = (state === "running" || state === "paused") && fs.existsSync(path.join(own, "serve"));
+                const serve = alive ? (fs.readFileSync(path.join(own, "serve"), "utf8").trim() as ServeState) : "absent";
                 containers[name] = { state, serve };
             }
         }
