@@ -5,6 +5,7 @@
  * over a container that is not running or not there; a program that needs the container running
  * fails with one line saying why, never with Docker's own answer.
  */
+import { ChildProcess, spawn, spawnSync } from "child_process";
 import * as fs from "fs";
 import * as os from "os";
 import * as path from "path";
@@ -322,5 +323,71 @@ describe("nccl-transport.sh (the fabric check): a read, in every state; says why
                 expect(outcome.stdout).toMatch(new RegExp(`^transport unknown\\nunread ${why}\\n$`));
             }
         });
+    });
+});
+
+describe("weights-stop.sh (before a weight sync, and weights-close.sh after it): stale pid files and gone processes", () => {
+    /** A process whose command line reads `name ...`, ignoring SIGTERM when `hung`. */
+    function processNamed(name: string, hung = false): ChildProcess {
+        return spawn("bash", ["-c", `${hung ? "trap '' TERM; " : ""}exec -a "${name}" sleep 30`], { stdio: "ignore" });
+    }
+    const alive = (pid: number): boolean => {
+        try {
+            process.kill(pid, 0);
+            return true;
+        } catch {
+            return false;
+        }
+    };
+
+    type Files = (state: string) => { pid?: string; files?: string; stranger?: ChildProcess; ours?: ChildProcess[] };
+    it.each<[string, Files]>([
+        ["no state left (nothing ran, or closed already)", () => ({})],
+        ["empty and garbled pid files", () => ({ pid: "", files: "not a pid" })],
+        ["pid files of receivers gone (ended by themselves, or a reboot)", () => ({ pid: "999999999", files: "999999998" })],
+        ["a pid file whose pid is another process now (reused): left alone", () => {
+            const stranger = processNamed("some-other-program --serve");
+            return { pid: String(stranger.pid), files: String(stranger.pid), stranger };
+        }],
+        ["both receivers running", (state) => {
+            const ours = [processNamed(`rsync --daemon --config=${state}/rsyncd.conf`), processNamed("python3 -c <program> receive-files 192.168.200.13 28732")];
+            return { pid: String(ours[0].pid), files: String(ours[1].pid), ours };
+        }],
+        ["a receiver that ignores SIGTERM: SIGKILL", (state) => {
+            const ours = [processNamed(`rsync --daemon --config=${state}/rsyncd.conf`, true)];
+            return { pid: String(ours[0].pid), ours };
+        }],
+    ])("%s", async (_what, files) => {
+        const dir = fs.mkdtempSync(path.join(os.tmpdir(), "weights-stop-"));
+        const state = path.join(dir, "vllm-fleet-rsyncd-28730");
+        const made = files(state);
+        try {
+            await new Promise((resolve) => setTimeout(resolve, 200)); // the processes have their names
+            if (made.pid !== undefined || made.files !== undefined) {
+                fs.mkdirSync(state);
+                if (made.pid !== undefined) fs.writeFileSync(path.join(state, "pid"), made.pid);
+                if (made.files !== undefined) fs.writeFileSync(path.join(state, "files.pid"), made.files);
+            }
+            fs.writeFileSync(path.join(dir, "sleep"), "#!/bin/sh\nexit 0\n", { mode: 0o755 });
+            const result = spawnSync("bash", ["-c", `${scriptProgram("weights-stop", { STATE: state })}\nstop_weight_receivers "$STATE"`], {
+                env: { ...process.env, PATH: `${dir}:${process.env.PATH}` },
+                encoding: "utf8",
+            });
+            expect(result.stderr).toBe("");
+            expect(result.status).toBe(0);
+            expect(fs.existsSync(state)).toBe(false);
+            await new Promise((resolve) => setTimeout(resolve, 200));
+            for (const child of made.ours ?? []) {
+                expect(alive(child.pid!)).toBe(false);
+            }
+            if (made.stranger) {
+                expect(alive(made.stranger.pid!)).toBe(true);
+            }
+        } finally {
+            for (const child of [...(made.ours ?? []), ...(made.stranger ? [made.stranger] : [])]) {
+                child.kill("SIGKILL");
+            }
+            fs.rmSync(dir, { recursive: true, force: true });
+        }
     });
 });
