@@ -52,18 +52,22 @@ export interface StartOptions {
  */
 export const SECRET_ENV = ["VLLM_API_KEY", "RAY_AUTH_TOKEN"] as const;
 
+/** The programs that start and remove a container (container-run.sh, container-remove.sh), with what they use. */
+export const CONTAINER_RUN = ["docker-state", "container-run"];
+export const CONTAINER_REMOVE = ["docker-state", "container-remove"];
+
 /** The `create` and `delete` programs of the ssh driver for a spec. */
 export function sshDriverCommands(spec: ContainerSpec, start: StartOptions = {}): { create: string; delete: string } {
     const secrets = SECRET_ENV.filter((name) => spec.env[name] !== undefined);
     return {
-        create: scriptProgram("container-run", {
+        create: scriptProgram(CONTAINER_RUN, {
             NAME: spec.name,
             RUN_ARGS: toDockerRunArgs(spec, { valuesFromEnvironment: secrets }),
             SECRET_ENV: secrets.map((name) => `${name}=${spec.env[name]}`),
             REMOVE_FIRST: (start.removeFirst ?? []).filter((name) => name !== spec.name),
             WATCH_SECONDS: start.watchSeconds ?? 2,
         }),
-        delete: scriptProgram("container-remove", { NAME: spec.name }),
+        delete: scriptProgram(CONTAINER_REMOVE, { NAME: spec.name }),
     };
 }
 
@@ -101,7 +105,7 @@ export function realizeContainer(
                           create: inputs.name.apply((own) =>
                               (start.removeFirst ?? [])
                                   .filter((other) => other !== own)
-                                  .map((other) => scriptProgram("container-remove", { NAME: other }))
+                                  .map((other) => scriptProgram(CONTAINER_REMOVE, { NAME: other }))
                                   .join("\n"),
                           ),
                       },

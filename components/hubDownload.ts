@@ -47,7 +47,7 @@ export function hubDownload(config: FleetConfig, head: SparkNode, hfToken: pulum
         {
             connection: head.connection,
             create: token.apply((value) =>
-                scriptProgram(["model-list", "hub-download"], {
+                scriptProgram(["model-list", "docker-state", "hub-download"], {
                     IMAGE: config.image.name,
                     MODEL_PATH: config.model.path,
                     REPO: hub.repo,

@@ -11,6 +11,9 @@ import { SparkNode } from "./sparkNode";
 import { servingContainerOf } from "../infra/observe";
 import { scriptProgram } from "./shell";
 
+/** The check of the serve arguments (vllm-args-check.sh), with what it uses. */
+export const ARGS_CHECK = ["docker-state", "vllm-args-check"];
+
 /** The flags vllm-fleet writes from config keys, and the words vLLM's refusals use for them. */
 const FLAG_KEYS: readonly (readonly [string, string])[] = [
     ["--reasoning-parser", "vllm.reasoningParser"],
@@ -49,7 +52,7 @@ export function serveArgsCheck(
         {
             connection: head.connection,
             create: pulumi.output(argv).apply((args) =>
-                scriptProgram("vllm-args-check", {
+                scriptProgram(ARGS_CHECK, {
                     IMAGE: config.image.name,
                     CONTAINER: servingContainerOf(config),
                     SERVE_ARGS: args,

@@ -24,6 +24,12 @@ import { RayCluster } from "./rayCluster";
 import { SparkNode } from "./sparkNode";
 import { readScript, scriptProgram } from "./shell";
 
+/** The programs that start and stop `vllm serve` in the Ray head (vllm-start.sh, vllm-stop.sh), with what they use. */
+export const VLLM_START = ["docker-state", "vllm-stop", "vllm-start"];
+export const VLLM_STOP = ["docker-state", "vllm-stop"];
+/** The fabric check (nccl-transport.sh), with what it uses. */
+export const NCCL_TRANSPORT = ["docker-state", "nccl-transport"];
+
 export interface VllmServiceArgs {
     readonly config: FleetConfig;
     /** The stack name, put on the containers as a label. */
@@ -87,7 +93,7 @@ export class VllmService extends pulumi.ComponentResource {
             const start = pulumi.all([apiKey, args.planned, ready(RAY_CONTAINER, RAY_SERVE_LOG)]).apply(([key, planned, waitProgram]) => {
                 const serveArgs = vllmServeArgs(config, apiBindAddress(config, planned[0]));
                 return [
-                    scriptProgram(["vllm-stop", "vllm-start"], {
+                    scriptProgram(VLLM_START, {
                         CONTAINER: RAY_CONTAINER,
                         SERVE_ARGS: serveArgs,
                         SERVE_ARGS_JSON: JSON.stringify(serveArgs),
@@ -110,7 +116,7 @@ export class VllmService extends pulumi.ComponentResource {
                     connection: head.connection,
                     create: start,
                     update: start,
-                    delete: `${scriptProgram("vllm-stop", { CONTAINER: RAY_CONTAINER })}\nstop_vllm_serve "$CONTAINER"`,
+                    delete: `${scriptProgram(VLLM_STOP, { CONTAINER: RAY_CONTAINER })}\nstop_vllm_serve "$CONTAINER"`,
                     // A rebuilt Ray cluster needs a new server; a changed vLLM setting only a restart.
                     triggers: [args.ray.revision],
                 },
@@ -162,7 +168,7 @@ export class VllmService extends pulumi.ComponentResource {
                 {
                     connection: node.connection,
                     create: args.planned.apply((planned) =>
-                        scriptProgram("nccl-transport", {
+                        scriptProgram(NCCL_TRANSPORT, {
                             NODE: node.nodeName,
                             CONTAINER: config.executor === "ray" ? RAY_CONTAINER : VLLM_CONTAINER,
                             EXECUTOR: config.executor,
@@ -179,7 +185,14 @@ export class VllmService extends pulumi.ComponentResource {
                 if (transport === "Socket") {
                     pulumi.log.warn(`node ${node.nodeName}: NCCL uses TCP sockets (NET/Socket) over the fabric, not RoCE; tensor-parallel traffic is much slower`, this);
                 } else if (transport === "unknown") {
-                    pulumi.log.warn(`node ${node.nodeName}: no NCCL start-up line found, the fabric transport is unknown (is NCCL_DEBUG overridden?)`, this);
+                    // The check says why it could not read the lines (`unread <why>`), else there were none.
+                    const unread = /^unread (.+)$/m.exec(stdout)?.[1];
+                    pulumi.log.warn(
+                        unread
+                            ? `node ${node.nodeName}: NCCL's start-up lines could not be read, the fabric transport is unknown: ${unread}`
+                            : `node ${node.nodeName}: no NCCL start-up line found, the fabric transport is unknown (is NCCL_DEBUG overridden?)`,
+                        this,
+                    );
                 }
                 return [node.nodeName, transport] as const;
             });

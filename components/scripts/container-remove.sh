@@ -1,10 +1,6 @@
 #!/usr/bin/env bash
-# Removes one container if it exists. Inputs: NAME.
+# Removes one container in whatever state it is (running, paused, restarting, exited, dead, being
+# removed, or gone: nothing to do). Inputs: NAME; runs after docker-state.sh.
 set -euo pipefail
 
-if docker inspect "$NAME" >/dev/null 2>&1; then
-  docker rm -f "$NAME" >/dev/null
-  echo "removed $NAME"
-else
-  echo "no container $NAME"
-fi
+remove_container "$NAME"

@@ -6,15 +6,17 @@
 #         REMOVE_FIRST (array: containers to remove before starting, may be empty),
 #         WATCH_SECONDS (how long the new container must stay up before this step succeeds: 0 when
 #         the step that follows on this node watches it anyway, as the Ray join wait does).
-# A stale container of the same name (an earlier failed run) is removed first, so a retry converges;
-# so are the REMOVE_FIRST ones (the other executor's serving containers, which hold the GPU).
-# Prints the new container's id; fails with the container's log tail if it does not stay up.
+# A stale container of the same name (an earlier failed run) is removed first, in whatever state it
+# is, so a retry converges; so are the REMOVE_FIRST ones (the other executor's serving containers,
+# which hold the GPU). Runs after docker-state.sh.
+# Prints the new container's id; fails with the container's log tail if it does not stay up
+# (running: a container restarting by its restart policy right after its start is not up).
 set -euo pipefail
 
 for name in "$NAME" "${REMOVE_FIRST[@]}"; do
-  if docker inspect "$name" >/dev/null 2>&1; then
-    docker rm -f "$name" >/dev/null
-    [ "$name" = "$NAME" ] || echo "removed $name first (it held the GPU)"
+  removed="$(remove_container "$name")"
+  if [ "$name" != "$NAME" ] && [ "$removed" = "removed $name" ]; then
+    echo "removed $name first (it held the GPU)"
   fi
 done
 for pair in "${SECRET_ENV[@]}"; do
@@ -23,8 +25,15 @@ done
 id="$(docker "${RUN_ARGS[@]}")"
 # Looked at right away, then every half second for WATCH_SECONDS.
 for ((check = 0; ; check++)); do
-  if [ "$(docker inspect --format '{{.State.Running}}' "$NAME" 2>/dev/null)" != "true" ]; then
-    echo "container $NAME exited right after start; its last log lines:" >&2
+  status="$(container_status "$NAME")" || exit 1
+  if [ "$status" = gone ]; then
+    echo "container $NAME is gone right after start (removed, its log with it)" >&2
+    exit 1
+  fi
+  if [ "$status" != running ]; then
+    how="is $status"
+    [ "$status" != exited ] || how="exited"
+    echo "container $NAME $how right after start; its last log lines:" >&2
     docker logs --tail 40 "$NAME" >&2 || true
     exit 1
   fi

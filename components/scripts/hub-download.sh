@@ -12,7 +12,7 @@
 # earlier revision downloaded that this one does not have are removed.
 #
 # Inputs: IMAGE, MODEL_PATH, REPO, REVISION, HUB_ENDPOINT ("": huggingface_hub's default),
-#         SECRET_ENV (array: `HF_TOKEN=<token>`, or empty); runs after model-list.sh.
+#         SECRET_ENV (array: `HF_TOKEN=<token>`, or empty); runs after model-list.sh and docker-state.sh.
 # Prints `hub-present|hub-downloaded <repo>@<revision> ...`, then the directory as the probe lists it
 # (sections `model` and `model-config`).
 set -euo pipefail
@@ -108,8 +108,10 @@ else
   if [ -n "${HF_TOKEN:-}" ]; then
     run_env+=(--env HF_TOKEN)
   fi
+  # One of an earlier download cut short may be there, in any state (a removal of it under way
+  # included): gone before this one takes its name.
   name="vllm-fleet-hub-download"
-  docker rm -f "$name" >/dev/null 2>&1 || true
+  remove_container "$name" >/dev/null
   trap 'docker rm -f "$name" >/dev/null 2>&1 || true' EXIT
   start=$(date +%s)
   status=0

@@ -36,15 +36,23 @@ cli_main.main()
 PY
 )"
 
-# In the serving container when it runs this very image (a change of the serve arguments alone: a
+# In the serving container when it runs (State.Status running: a paused or restarting one, which
+# Docker counts as running, takes no exec) this very image (a change of the serve arguments alone: a
 # `docker exec` answers sooner than a new container), else in a throw-away container, no network.
-python=(docker run --rm --network none --gpus all --entrypoint python3 "$IMAGE")
-if [ -n "$CONTAINER" ] && running_image="$(docker inspect --format '{{if .State.Running}}{{.Image}}{{end}}' "$CONTAINER" 2>/dev/null)" &&
-  [ -n "$running_image" ] && [ "$running_image" = "$(docker image inspect --format '{{.Id}}' "$IMAGE" 2>/dev/null || true)" ]; then
-  python=(docker exec "$CONTAINER" python3)
-fi
+throwaway=(docker run --rm --network none --gpus all --entrypoint python3 "$IMAGE")
+check_with() { timeout "$TIMEOUT" "$@" -c "$check" "${SERVE_ARGS[@]}" 2>&1; }
 status=0
-output="$(timeout "$TIMEOUT" "${python[@]}" -c "$check" "${SERVE_ARGS[@]}" 2>&1)" || status=$?
+if [ -n "$CONTAINER" ] && serving="$(docker inspect --type container --format '{{.State.Status}} {{.Image}}' "$CONTAINER" 2>/dev/null)" &&
+  [ "${serving%% *}" = running ] && [ "${serving#* }" = "$(docker image inspect --format '{{.Id}}' "$IMAGE" 2>/dev/null || true)" ]; then
+  output="$(check_with docker exec "$CONTAINER" python3)" || status=$?
+  # Docker's answer, not vLLM's: the container stopped, paused or went since it was looked at.
+  if [ "$status" -ne 0 ] && [[ "$output" == "Error response from daemon: "* ]]; then
+    status=0
+    output="$(check_with "${throwaway[@]}")" || status=$?
+  fi
+else
+  output="$(check_with "${throwaway[@]}")" || status=$?
+fi
 if [ "$status" -eq 0 ] && printf '%s\n' "$output" | grep -q '^vllm-fleet: serve arguments accepted$'; then
   echo "accepted"
   exit 0
@@ -55,6 +63,11 @@ if [ "$status" -eq 3 ]; then
 fi
 if [ "$status" -eq 124 ]; then
   echo "the check of the serve arguments with $IMAGE's vLLM took more than ${TIMEOUT}s" >&2
+  exit 1
+fi
+if [ "$status" -eq 125 ]; then
+  # `docker run`'s own failure (Docker's answer, before any vLLM ran).
+  echo "the check of the serve arguments could not start a container of $IMAGE: $(printf '%s\n' "$output" | grep -v '^\s*$' | grep -v "^Run 'docker run --help'" | tr '\n' ' ' | sed 's/ *$//')" >&2
   exit 1
 fi
 # vLLM's message: argparse's `error:` line, else the last line of the traceback.

@@ -7,13 +7,38 @@
 #         there), API_KEY (may be empty), LOG_FILE, TOKEN (this start's revision, kept beside the
 #         server where the next read finds it), CONFIG_ROOT (the head's VLLM_CONFIG_ROOT),
 #         NON_CARRY_OVER (JSON list of variable names); STOP_VLLM_SERVE_SH (vllm-stop.sh).
+# Runs after docker-state.sh and vllm-stop.sh. The server runs inside the Ray head, so this start
+# needs the head running: a paused head is unpaused; in any other state the start fails, saying so
+# in one line (the next read of the node sees it and `up` replaces the head).
 set -euo pipefail
 
-# The watchdog (if any) holds still meanwhile: it would start a server of its own in the gap.
-if [ "$(docker inspect --format '{{.State.Running}}' vllm-fleet-watchdog 2>/dev/null || true)" = "true" ]; then
-  docker pause vllm-fleet-watchdog >/dev/null 2>&1 || true
-  trap 'docker unpause vllm-fleet-watchdog >/dev/null 2>&1 || true' EXIT
-fi
+head_not_running() {
+  local state="$1"
+  [ "$state" = gone ] && state="missing"
+  echo "the Ray head container $CONTAINER is $state; up replaces it" >&2
+  exit 1
+}
+
+head="$(container_status "$CONTAINER")" || exit 1
+case "$head" in
+  running) ;;
+  paused)
+    docker unpause "$CONTAINER" >/dev/null 2>&1 || true
+    echo "unpaused the Ray head container $CONTAINER (it was paused)"
+    ;;
+  *) head_not_running "$head" ;;
+esac
+
+# The watchdog (if any) holds still meanwhile: it would start a server of its own in the gap. One
+# left paused by a start that was cut short stays paused until this start ends; one that is not
+# running (or restarting) has nothing to hold.
+watchdog="$(container_status vllm-fleet-watchdog)" || exit 1
+case "$watchdog" in
+  running | paused)
+    [ "$watchdog" = paused ] || docker pause vllm-fleet-watchdog >/dev/null 2>&1 || true
+    trap 'docker unpause vllm-fleet-watchdog >/dev/null 2>&1 || true' EXIT
+    ;;
+esac
 
 # In one exec: the server that runs now stopped; left beside the server, the variables each node
 # sets for itself, which vLLM's Ray executor must not copy from this driver to the workers on other
@@ -25,7 +50,8 @@ fi
 # gate never looks too early.
 # The key by name only: docker takes its value from this environment, no command line shows it.
 export VLLM_API_KEY="$API_KEY"
-docker exec --env VLLM_API_KEY "$CONTAINER" sh -c "$STOP_VLLM_SERVE_SH"'
+status=0
+out="$(docker exec --env VLLM_API_KEY "$CONTAINER" sh -c "$STOP_VLLM_SERVE_SH"'
   stop_serve >/dev/null || exit 1
   mkdir -p "$1" && printf "%s\n" "$2" >"$1/ray_non_carry_over_env_vars.json" &&
     printf "%s\n" "$3" >"$4" && printf "%s\n" "$5" >/tmp/vllm-fleet-serve.token || exit 1
@@ -45,5 +71,14 @@ os.execvp(\"vllm\", [\"vllm\"] + args)
   done
   echo "the server did not start; its log ends with:" >&2
   tail -n 20 "$6" >&2
-  exit 1' _ "$CONFIG_ROOT" "$NON_CARRY_OVER" "$SERVE_ARGS_JSON" "$ARGS_FILE" "$TOKEN" "$LOG_FILE"
+  exit 1' _ "$CONFIG_ROOT" "$NON_CARRY_OVER" "$SERVE_ARGS_JSON" "$ARGS_FILE" "$TOKEN" "$LOG_FILE" 2>&1)" || status=$?
+if [ "$status" -ne 0 ]; then
+  # The head stopped under the exec (Docker's answer is then no reason to show), or the server
+  # itself did not start (its log is the reason).
+  head="$(container_status "$CONTAINER")" || exit 1
+  [ "$head" = running ] || head_not_running "$head"
+  printf '%s\n' "$out" >&2
+  exit 1
+fi
+[ -z "$out" ] || printf '%s\n' "$out"
 echo "started: vllm ${SERVE_ARGS[*]}"

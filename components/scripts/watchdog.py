@@ -14,7 +14,10 @@ mounted), probes vLLM where it listens (WATCHDOG_HOST) and, when the server stop
   policy brings them back to the rendezvous.
 
 A serving container that does not run at all is left to Docker's restart policy: the watchdog only
-logs it. The probe is one completion of a few tokens (POST /v1/completions, success: HTTP 200 with
+logs it. So is one that is paused (it is held by whoever paused it) or restarting (Docker counts both
+as running, but neither takes an exec), and one that stops, pauses or goes between a look and the
+call that needed it running: Docker's refusal (404, 409) is logged as the container being down, and
+an action it stops fails with one line naming the container's state. The probe is one completion of a few tokens (POST /v1/completions, success: HTTP 200 with
 a list of choices) and GET /health (200: healthy; 503: vLLM's engine died).
 
 Actions are rationed: after each one the watchdog waits WATCHDOG_BACKOFF seconds before probing
@@ -103,6 +106,29 @@ class ActionError(Exception):
 
 class DockerError(Exception):
     """The Docker Engine API could not be reached or answered an error."""
+
+
+class ContainerDown(DockerError):
+    """The container a call needed running is gone, or not running (stopped, paused, restarting)."""
+
+    def __init__(self, container, state, said=""):
+        super().__init__(f"container {container} is {state}" + (f" (Docker: {said})" if said else ""))
+        self.state = state
+
+
+def down_state(status, said):
+    """The state Docker's refusal (404 or 409) of a call that needs a running container names."""
+    if status == 404:
+        return "gone"
+    lowered = said.lower()
+    return "paused" if "paused" in lowered else "restarting" if "restarting" in lowered else "not running"
+
+
+def container_status(state):
+    """State.Status of an inspected container (None: there is none); only `running` takes an exec."""
+    if state is None:
+        return None
+    return state.get("Status") or ("running" if state.get("Running") else "exited")
 
 
 class Stop(BaseException):
@@ -297,15 +323,29 @@ class Docker:
         return json.loads(data).get("State") or {}
 
     def restart(self, name, stop_seconds=10):
-        self.json("POST", f"/containers/{name}/restart?t={stop_seconds}", ok=(204, 200), timeout=stop_seconds + 120)
+        path = f"/containers/{name}/restart?t={stop_seconds}"
+        status, data = self.request("POST", path, timeout=stop_seconds + 120)
+        if status == 404:
+            raise ContainerDown(name, "gone", api_message(data))
+        if status not in (204, 200):
+            raise DockerError(f"POST {path}: HTTP {status} {api_message(data)}")
 
     def exec_run(self, container, cmd, env=None, detach=False):
         """Runs cmd in the container; detached: returns None at once, else (exit code, stdout)."""
         spec = {"Cmd": cmd, "AttachStdin": False, "AttachStdout": not detach, "AttachStderr": not detach, "Tty": False}
         if env:
             spec["Env"] = env
-        exec_id = self.json("POST", f"/containers/{container}/exec", spec, ok=(201, 200))["Id"]
+        status, data = self.request("POST", f"/containers/{container}/exec", spec)
+        if status in (404, 409):
+            # Docker refuses an exec into a container that is gone, stopped, paused or restarting.
+            raise ContainerDown(container, down_state(status, api_message(data)), api_message(data))
+        if status not in (201, 200):
+            raise DockerError(f"POST /containers/{container}/exec: HTTP {status} {api_message(data)}")
+        exec_id = json.loads(data)["Id"]
         status, data = self.request("POST", f"/exec/{exec_id}/start", {"Detach": detach, "Tty": False}, timeout=120)
+        if status in (404, 409):
+            # The container stopped (or went) between the exec's creation and its start.
+            raise ContainerDown(container, down_state(status, api_message(data)), api_message(data))
         if status not in (200, 101, 204):
             raise DockerError(f"exec {cmd[0]} in {container}: HTTP {status} {api_message(data)}")
         if detach:
@@ -461,15 +501,23 @@ class Watchdog:
         c = self.config
         try:
             state = self.docker.inspect(c.container)
-            if state is None or not state.get("Running"):
-                how = "does not exist" if state is None else f"is not running ({state.get('Status') or 'stopped'})"
+            status = container_status(state)
+            if status == "paused":
+                self.set_container_state("down:paused", f"container {c.container} is paused; not acting until it is unpaused")
+                pause = c.interval
+            elif status != "running":
+                how = "does not exist" if state is None else f"is not running ({status})"
                 self.set_container_state(
-                    "down", f"container {c.container} {how}; Docker's restart policy owns it, not acting"
+                    f"down:{status}", f"container {c.container} {how}; Docker's restart policy owns it, not acting"
                 )
                 pause = c.interval
             else:
                 self.set_container_state("running", f"container {c.container} is running again")
                 pause = self.step_ray() if c.executor == "ray" else self.step_mp(state)
+        except ContainerDown as err:
+            # It stopped, paused or went between the look and the exec: down, not an error of Docker's.
+            self.set_container_state(f"down:{err.state}", f"{err}; not acting")
+            pause = c.interval
         except DockerError as err:
             # Logged once per distinct error, not on every probe.
             if str(err) != self.docker_error:
@@ -480,6 +528,7 @@ class Watchdog:
         return pause
 
     def set_container_state(self, state, detail):
+        """state: `running`, or `down:<why>` (each change of why is logged once)."""
         if state == self.container_state:
             return
         first = self.container_state is None
@@ -622,7 +671,12 @@ class Watchdog:
         return float(out) if code == 0 and out.isdigit() else None
 
     def restart_container(self):
-        self.docker.restart(self.config.container, 10)
+        c = self.config
+        # Looked at again: one stopped since the probe is its restart policy's (or whoever stopped it).
+        status = container_status(self.docker.inspect(c.container))
+        if status != "running":
+            raise ContainerDown(c.container, status or "gone")
+        self.docker.restart(c.container, 10)
 
     def serve_args(self):
         """The arguments of `vllm` of the stack's last start, as vllm-start.sh left them."""

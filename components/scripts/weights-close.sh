@@ -8,7 +8,7 @@ set -euo pipefail
 state="/tmp/vllm-fleet-rsyncd-$PORT"
 # The bulk receiver ends by itself moments after the sender's last word: let it say what it took.
 for _ in $(seq 1 30); do
-  [ -s "$state/files.pid" ] && kill -0 "$(cat "$state/files.pid")" 2>/dev/null || break
+  weight_receiver_runs "$state" files.pid >/dev/null || break
   sleep 0.1
 done
 if [ -f "$state/files.log" ]; then

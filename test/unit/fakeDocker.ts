@@ -1,26 +1,64 @@
 /**
- * A sandbox for node-side command lines: they run under `sh -c` (as sshd runs them) with a fake
- * `docker` that records every call and plays back one container, and a `sleep` that returns at once.
+ * A sandbox for node-side command lines: they run under `sh -c` (as sshd runs them) with a
+ * stand-in `docker` (docker-stand-in.sh) that holds the state of each named container and answers
+ * as Docker does in that state, records every call, and a `sleep` that returns at once.
+ *
+ * Inside a container (a `docker exec` without a recorded answer, a foreground `docker run`) the
+ * command runs here with the container's processes played by three stand-ins first on its PATH:
+ * `pgrep`/`pkill` find and signal the container's `vllm serve` (running, hung: it ignores SIGTERM
+ * and goes only with SIGKILL, or absent), and `python3` starts it when called as vllm-start.sh's
+ * launcher (and is the real python3 otherwise).
  */
 import { spawnSync } from "child_process";
 import * as fs from "fs";
 import * as os from "os";
 import * as path from "path";
 
-/** The container the fake `docker` plays back. */
-export interface FakeContainer {
-    /** What `docker inspect --format {{.State.Running}}` answers, one line per call (the last repeats). Default: `true`. */
-    readonly running?: readonly string[];
-    /** Whether a plain `docker inspect NAME` finds it (an earlier container of that name). Default: yes. */
-    readonly existing?: boolean;
-    /** What `docker logs` prints. */
+/** The image id every fake node has: what the stand-in `docker` and the mock probes (mocks.ts) report. */
+export const FAKE_IMAGE_ID = `sha256:${"a".repeat(64)}`;
+
+/** A container's State.Status as Docker reports it, or `gone`: no container of that name. */
+export type ContainerState = "created" | "running" | "paused" | "restarting" | "removing" | "exited" | "dead" | "gone";
+
+/** The `vllm serve` process inside a container: running, hung (ignores SIGTERM), or not there. */
+export type ServeState = "running" | "hung" | "absent";
+
+/** One named container of the stand-in. */
+export interface StandInContainer {
+    /**
+     * Its state now, or the states it goes through while a program looks: each `docker inspect` of
+     * it moves one on, the last one stays. Default: running.
+     */
+    readonly state?: ContainerState | readonly ContainerState[];
+    /** The states a `docker run --name` of this name gives the new container (default: running). */
+    readonly afterRun?: readonly ContainerState[];
+    /** Its `vllm serve` (default: absent). */
+    readonly serve?: ServeState;
+    /** What `docker logs` prints (also of the container a `docker run` makes, with afterRun). */
     readonly log?: string;
-    /** What `docker exec` prints (the answer of a program run in the container). */
+    /** When set, what every `docker exec` into it prints (the command itself is not run). */
     readonly exec?: string;
+    /** The id of its image (default: {@link FAKE_IMAGE_ID}). */
+    readonly image?: string;
+    readonly exitCode?: number;
 }
 
-/** The image id every fake node has: what the fake `docker` and the mock probes (mocks.ts) report. */
-export const FAKE_IMAGE_ID = `sha256:${"a".repeat(64)}`;
+export interface StandInDocker {
+    /** The containers by name; a name not here has no container until a `docker run --name` makes one. */
+    readonly containers?: Readonly<Record<string, StandInContainer>>;
+    /** The daemon does not answer (stopped, or restarting): every call fails as the CLI does then. */
+    readonly engineDown?: boolean;
+    /** Images by name and id ("": no such image); any other name has {@link FAKE_IMAGE_ID}. */
+    readonly images?: Readonly<Record<string, string>>;
+    /** Variables for the command line (and what runs inside containers). */
+    readonly env?: Readonly<Record<string, string>>;
+}
+
+/** A container as the command line left it. */
+export interface ContainerAfter {
+    readonly state: ContainerState;
+    readonly serve: ServeState;
+}
 
 export interface FakeDockerOutcome {
     readonly status: number | null;
@@ -28,42 +66,96 @@ export interface FakeDockerOutcome {
     readonly stderr: string;
     /** The arguments of every `docker` call, in order. */
     readonly calls: string[][];
+    /** Every container that is there at the end, by name (a name absent here is gone). */
+    readonly containers: Readonly<Record<string, ContainerAfter>>;
 }
 
-export function runWithFakeDocker(commandLine: string, container: FakeContainer = {}): FakeDockerOutcome {
-    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "fake-docker-"));
+const STAND_IN = path.join(__dirname, "docker-stand-in.sh");
+
+/** The processes inside a container, as its state files say (see docker-stand-in.sh). */
+const INSIDE: Readonly<Record<string, string>> = {
+    pgrep: [
+        "#!/bin/bash",
+        "# STAND-IN: the only process of the container a pattern can find is its `vllm serve`.",
+        'serve="$(cat "$STANDIN_DIR/c/$STANDIN_CONTAINER/serve" 2>/dev/null || echo absent)"',
+        'case "$serve" in running | hung) ;; *) exit 1 ;; esac',
+        'printf "vllm serve /models/m\\n" | grep -Eq -- "${*: -1}" || exit 1',
+        "echo 4242",
+    ].join("\n"),
+    pkill: [
+        "#!/bin/bash",
+        "# STAND-IN: SIGTERM stops a running `vllm serve`, not a hung one; SIGKILL stops both.",
+        'file="$STANDIN_DIR/c/$STANDIN_CONTAINER/serve"',
+        'serve="$(cat "$file" 2>/dev/null || echo absent)"',
+        'case "$serve" in running | hung) ;; *) exit 1 ;; esac',
+        'printf "vllm serve /models/m\\n" | grep -Eq -- "${*: -1}" || exit 1',
+        'case " $* " in *" -9 "* | *" -KILL "*) echo absent >"$file" ;; *) [ "$serve" = hung ] || echo absent >"$file" ;; esac',
+    ].join("\n"),
+    python3: [
+        "#!/bin/bash",
+        "# STAND-IN: vllm-start.sh's launcher (its program execs `vllm`) starts the server, which stays;",
+        "# anything else is the real python3.",
+        'if [ "${1:-}" = -c ] && [[ "${2:-}" == *"os.execvp"* ]]; then',
+        '  echo running >"$STANDIN_DIR/c/$STANDIN_CONTAINER/serve"',
+        "  command -p sleep 2",
+        "  exit 0",
+        "fi",
+        'PATH="$STANDIN_REAL_PATH" exec python3 "$@"',
+    ].join("\n"),
+};
+
+function statesOf(state: StandInContainer["state"]): readonly ContainerState[] {
+    return state === undefined ? ["running"] : typeof state === "string" ? [state] : state;
+}
+
+/** Runs `commandLine` under `sh -c` against the stand-in `docker` in the given state. */
+export function runWithFakeDocker(commandLine: string, docker: StandInDocker = {}): FakeDockerOutcome {
+    // Not under /tmp: what runs inside a container has a /tmp of its own over it.
+    const dir = fs.mkdtempSync(path.join(fs.existsSync("/dev/shm") ? "/dev/shm" : os.tmpdir(), "fake-docker-"));
     try {
-        fs.writeFileSync(path.join(dir, "running"), (container.running ?? ["true"]).join("\n") + "\n");
-        fs.writeFileSync(path.join(dir, "log"), container.log ?? "");
-        fs.writeFileSync(path.join(dir, "exec"), container.exec ?? "");
-        fs.writeFileSync(
-            path.join(dir, "docker"),
-            [
-                "#!/bin/bash",
-                `dir=${JSON.stringify(dir)}`,
-                `printf '%s\\0' "$@" >> "$dir/calls"; printf '\\n' >> "$dir/calls"`,
-                'case "$*" in',
-                `  *"{{.Id}}"*) echo ${FAKE_IMAGE_ID}; exit 0 ;;`,
-                '  *"{{.State.Running}}"*)',
-                '    head -n 1 "$dir/running"',
-                '    [ "$(wc -l < "$dir/running")" -gt 1 ] && sed -i 1d "$dir/running"; exit 0 ;;',
-                "esac",
-                'case "$1" in',
-                `  inspect) exit ${container.existing === false ? 1 : 0} ;;`,
-                '  logs) cat "$dir/log" ;;',
-                '  exec) cat > /dev/null; cat "$dir/exec" ;;',
-                "  run) echo 0123456789ab ;;",
-                "esac",
-                "exit 0",
-            ].join("\n") + "\n",
-            { mode: 0o755 },
-        );
-        fs.writeFileSync(path.join(dir, "sleep"), "#!/bin/sh\nexit 0\n", { mode: 0o755 });
+        const bin = path.join(dir, "bin");
+        const inside = path.join(dir, "inside");
+        for (const sub of [bin, inside, path.join(dir, "c"), path.join(dir, "images"), path.join(dir, "afterrun")]) {
+            fs.mkdirSync(sub);
+        }
+        fs.writeFileSync(path.join(bin, "docker"), `#!/bin/sh\nexec bash ${JSON.stringify(STAND_IN)} "$@"\n`, { mode: 0o755 });
+        fs.writeFileSync(path.join(bin, "sleep"), "#!/bin/sh\nexit 0\n", { mode: 0o755 });
+        for (const [name, text] of Object.entries(INSIDE)) {
+            fs.writeFileSync(path.join(inside, name), `${text}\n`, { mode: 0o755 });
+        }
+        if (docker.engineDown) {
+            fs.writeFileSync(path.join(dir, "engine-down"), "");
+        }
+        for (const [name, id] of Object.entries(docker.images ?? {})) {
+            fs.writeFileSync(path.join(dir, "images", name.replace(/\//g, "%")), id);
+        }
+        for (const [name, container] of Object.entries(docker.containers ?? {})) {
+            if (container.afterRun) {
+                fs.writeFileSync(path.join(dir, "afterrun", name), container.afterRun.join("\n") + "\n");
+                fs.writeFileSync(path.join(dir, "afterrun", `${name}.log`), container.log ?? "");
+            }
+            const states = statesOf(container.state);
+            if (states.length === 1 && states[0] === "gone") {
+                continue;
+            }
+            const own = path.join(dir, "c", name);
+            fs.mkdirSync(own);
+            fs.writeFileSync(path.join(own, "status"), states.join("\n") + "\n");
+            fs.writeFileSync(path.join(own, "serve"), container.serve ?? "absent");
+            fs.writeFileSync(path.join(own, "log"), container.log ?? "");
+            fs.writeFileSync(path.join(own, "exitcode"), String(container.exitCode ?? 0));
+            if (container.exec !== undefined) {
+                fs.writeFileSync(path.join(own, "exec"), container.exec);
+            }
+            if (container.image !== undefined) {
+                fs.writeFileSync(path.join(own, "image"), container.image);
+            }
+        }
         const result = spawnSync("sh", ["-c", commandLine], {
             cwd: dir,
-            env: { ...process.env, PATH: `${dir}:${process.env.PATH}` },
+            env: { ...process.env, ...docker.env, PATH: `${bin}:${process.env.PATH}`, STANDIN_DIR: dir, STANDIN_IMAGE_ID: FAKE_IMAGE_ID },
             encoding: "utf8",
-            timeout: 20_000,
+            timeout: 60_000,
         });
         const callsFile = path.join(dir, "calls");
         const calls = fs.existsSync(callsFile)
@@ -73,7 +165,18 @@ export function runWithFakeDocker(commandLine: string, container: FakeContainer 
                   .filter((line) => line !== "")
                   .map((line) => line.split("\0"))
             : [];
-        return { status: result.status, stdout: result.stdout, stderr: result.stderr, calls };
+        const containers: Record<string, ContainerAfter> = {};
+        for (const name of fs.readdirSync(path.join(dir, "c"))) {
+            const own = path.join(dir, "c", name);
+            const state = (fs.readFileSync(path.join(own, "status"), "utf8").split("\n")[0] || "gone") as ContainerState;
+            if (state !== "gone") {
+                // A process started by exec lives only while the container's main one does.
+                const alive = (state === "running" || state === "paused") && fs.existsSync(path.join(own, "serve"));
+                const serve = alive ? (fs.readFileSync(path.join(own, "serve"), "utf8").trim() as ServeState) : "absent";
+                containers[name] = { state, serve };
+            }
+        }
+        return { status: result.status, stdout: result.stdout, stderr: result.stderr, calls, containers };
     } finally {
         fs.rmSync(dir, { recursive: true, force: true });
     }

@@ -94,3 +94,100 @@ describe("the firewall's revision", () => {
         expect(firewallMarker("spark-duo")).toBe(`/dev/shm/vllm-fleet-firewall-${firewallChain("spark-duo")}`);
     });
 });
+
+/**
+ * A stand-in `iptables` that holds the filter table (a file of rules per chain) and answers as
+ * iptables-legacy 1.8 does: an existing chain cannot be made again, a missing one cannot be flushed,
+ * deleted or appended to, a rule not there cannot be checked or deleted, a chain still jumped to or
+ * not empty cannot be deleted. Simpler: only what firewall.sh asks (-N -F -X -A -I -C -D -S).
+ */
+function statefulIptables(bin: string, table: string): void {
+    fs.mkdirSync(table, { recursive: true });
+    fs.writeFileSync(path.join(table, "INPUT"), "");
+    fs.writeFileSync(
+        path.join(bin, "iptables"),
+        [
+            "#!/bin/bash",
+            `t=${JSON.stringify(table)}`,
+            '[ "$1" = -w ] && shift',
+            'op="$1" chain="$2"; shift 2',
+            'nochain() { echo "iptables: No chain/target/match by that name." >&2; exit 1; }',
+            'badrule() { echo "iptables: Bad rule (does a matching rule exist in that chain?)." >&2; exit 1; }',
+            'case "$op" in',
+            '  -N) [ -e "$t/$chain" ] && { echo "iptables: Chain already exists." >&2; exit 1; }; : >"$t/$chain" ;;',
+            '  -F) [ -e "$t/$chain" ] || nochain; : >"$t/$chain" ;;',
+            '  -X) [ -e "$t/$chain" ] || nochain',
+            '      grep -qx -- "-j $chain" "$t"/* && { echo "iptables: Too many links." >&2; exit 1; }',
+            '      [ -s "$t/$chain" ] && { echo "iptables: Directory not empty." >&2; exit 1; }',
+            '      rm "$t/$chain" ;;',
+            '  -A) [ -e "$t/$chain" ] || nochain; echo "$*" >>"$t/$chain" ;;',
+            '  -I) [ -e "$t/$chain" ] || nochain; shift; target="${*: -1}"',
+            '      [ -e "$t/$target" ] || { echo "iptables v1.8.9 (legacy): Couldn\'t load target \\`$target\':No such file or directory" >&2; exit 2; }',
+            '      { echo "$*"; cat "$t/$chain"; } >"$t/.new" && mv "$t/.new" "$t/$chain" ;;',
+            '  -C) [ -e "$t/$chain" ] || nochain; grep -qxF -- "$*" "$t/$chain" || badrule ;;',
+            '  -D) [ -e "$t/$chain" ] || nochain; n="$(grep -nxF -- "$*" "$t/$chain" | head -n 1 | cut -d: -f1)"; [ -n "$n" ] || badrule; sed -i "${n}d" "$t/$chain" ;;',
+            '  -S) [ -e "$t/$chain" ] || nochain; sed "s/^/-A $chain /" "$t/$chain" ;;',
+            '  *) echo "iptables stand-in: not modelled: $op" >&2; exit 70 ;;',
+            "esac",
+        ].join("\n") + "\n",
+        { mode: 0o755 },
+    );
+}
+
+describe.runIf(process.getuid?.() === 0)("firewall.sh with its rules half there or gone: apply and remove converge", () => {
+    const chain = firewallChain("spark-duo");
+    const config = parseFleetConfig({ ...sparkDuo, security: { firewall: true } });
+    const program = (action: "apply" | "remove", marker: string) =>
+        scriptProgram("firewall", {
+            ACTION: action,
+            CHAIN: chain,
+            FABRIC_SUBNET: config.fabric.subnet,
+            OPEN_PORTS: ["22", String(config.vllm.port)],
+            CLOSED_PORTS: closedPorts(config),
+            MARKER: marker,
+            REVISION: "r2",
+        });
+    /** What the table and the marker hold before: chain rules (undefined: no chain), INPUT, marker. */
+    const STATES: Record<string, { chain?: string[]; input: string[]; marker?: string }> = {
+        "nothing (never applied, or a reboot)": { input: [] },
+        "the chain alone, empty (an apply cut short)": { chain: [], input: [] },
+        "the chain with some of its rules, no jump (an apply cut short)": { chain: ["-i lo -j RETURN"], input: [] },
+        "applied (an earlier revision)": { chain: ["-i lo -j RETURN", "-p tcp --dport 6379 -j REJECT --reject-with tcp-reset"], input: [`-j ${chain}`], marker: "r1" },
+        "the jump and an empty chain (a remove cut short)": { chain: [], input: [`-j ${chain}`] },
+        "the jump, not first in INPUT (a rule of someone else's before it)": { chain: [], input: ["-p tcp --dport 9 -j DROP", `-j ${chain}`] },
+        "the marker alone (the rules flushed by hand)": { input: [], marker: "r1" },
+    };
+
+    it.each(Object.keys(STATES))("%s", (name) => {
+        const state = STATES[name];
+        const dir = fs.mkdtempSync(path.join(os.tmpdir(), "fw-states-"));
+        try {
+            const bin = path.join(dir, "bin");
+            const table = path.join(dir, "table");
+            fs.mkdirSync(bin);
+            statefulIptables(bin, table);
+            const marker = path.join(dir, "marker");
+            fs.writeFileSync(path.join(table, "INPUT"), state.input.map((rule) => `${rule}\n`).join(""));
+            if (state.chain) fs.writeFileSync(path.join(table, chain), state.chain.map((rule) => `${rule}\n`).join(""));
+            if (state.marker) fs.writeFileSync(marker, `${state.marker}\n`);
+            const env = { ...process.env, PATH: `${bin}:${process.env.PATH}` };
+            const read = (file: string) => (fs.existsSync(path.join(table, file)) ? fs.readFileSync(path.join(table, file), "utf8").trim().split("\n").filter(Boolean) : undefined);
+
+            execFileSync("bash", ["-c", program("apply", marker)], { env, encoding: "utf8" });
+            const rules = read(chain)!;
+            expect(rules[0]).toBe("-i lo -j RETURN");
+            expect(rules).toHaveLength(9); // exactly the rules of this revision, none of the last one's twice
+            expect(read("INPUT")!.filter((rule) => rule === `-j ${chain}`)).toHaveLength(1);
+            expect(fs.readFileSync(marker, "utf8")).toBe("r2\n");
+
+            execFileSync("bash", ["-c", program("remove", marker)], { env, encoding: "utf8" });
+            expect(read(chain)).toBeUndefined();
+            expect(read("INPUT")!.filter((rule) => rule.includes(chain))).toEqual([]);
+            expect(fs.existsSync(marker)).toBe(false);
+            // A second remove finds nothing to remove, and succeeds.
+            execFileSync("bash", ["-c", program("remove", marker)], { env, encoding: "utf8" });
+        } finally {
+            fs.rmSync(dir, { recursive: true, force: true });
+        }
+    });
+});

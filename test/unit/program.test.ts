@@ -2,7 +2,7 @@ import { execFileSync } from "child_process";
 import * as fs from "fs";
 import { describe, expect, it } from "vitest";
 import { bashCommand } from "../../components/shell";
-import { RAY_SERVE_ARGS_FILE } from "../../infra/plan";
+import { RAY_CONTAINER, RAY_SERVE_ARGS_FILE, VLLM_CONTAINER, WATCHDOG_CONTAINER } from "../../infra/plan";
 import { runWithFakeDocker } from "./fakeDocker";
 import { MockRun, RecordedResource, runProgram, sparkProbeOutput, unsecret } from "./mocks";
 import { sparkDuo } from "./stacks";
@@ -20,9 +20,13 @@ const duo = {
 
 const COMMAND = "pulumi-nodejs:dynamic/remote:SshCommand";
 
-/** The docker calls of a resource's create program, run against a fake docker; it must succeed. */
+/**
+ * The docker calls of a resource's create program, run against the stand-in docker with every
+ * container of the fleet there and running (a program run in one answers nothing); it must succeed.
+ */
 function dockerCalls(program: string): string[][] {
-    const outcome = runWithFakeDocker(bashCommand(program));
+    const running = { exec: "" };
+    const outcome = runWithFakeDocker(bashCommand(program), { containers: { [RAY_CONTAINER]: running, [VLLM_CONTAINER]: running, [WATCHDOG_CONTAINER]: running } });
     if (outcome.status !== 0) {
         throw new Error(`the command failed (${outcome.status}): ${outcome.stderr}`);
     }
@@ -381,7 +385,7 @@ describe("the mp executor (vLLM's native multi-node)", async () => {
     it("watches a headless rank for two seconds after its start (nothing else on its node does)", () => {
         const calls = dockerCalls(unsecret(run.byName("vllm-spark2-rank1").inputs.create));
         const run0 = calls.findIndex((args) => args[0] === "run");
-        const checks = calls.slice(run0 + 1).filter((args) => args[0] === "inspect" && args.includes("{{.State.Running}}"));
+        const checks = calls.slice(run0 + 1).filter((args) => args[0] === "inspect" && args.includes("{{.State.Status}}"));
         // Right after `docker run`, then every half second for 2 s.
         expect(checks).toHaveLength(5);
     });

@@ -1,6 +1,6 @@
 /**
  * The node-side scripts that decide when a container counts as started or joined, run by bash
- * against a fake `docker` that plays back a container's state and log.
+ * against the stand-in `docker` (fakeDocker.ts) holding each container's state and log.
  */
 import { spawn, spawnSync } from "child_process";
 import * as http from "http";
@@ -9,14 +9,24 @@ import * as fs from "fs";
 import * as os from "os";
 import * as path from "path";
 import { describe, expect, it } from "vitest";
+import { CONTAINER_RUN } from "../../components/container";
 import { bashCommand, scriptProgram, ScriptValue } from "../../components/shell";
-import { FakeContainer, FakeDockerOutcome, runWithFakeDocker } from "./fakeDocker";
+import { ARGS_CHECK } from "../../components/serveArgsCheck";
+import { NCCL_TRANSPORT, VLLM_START, VLLM_STOP } from "../../components/vllmService";
+import { FakeDockerOutcome, runWithFakeDocker, StandInContainer, StandInDocker } from "./fakeDocker";
 
-/** Runs a script as the runners send it; `calls` keeps the first word of each docker call. */
-function runScript(name: string, vars: Readonly<Record<string, ScriptValue>>, container: FakeContainer): Omit<FakeDockerOutcome, "calls"> & { calls: string[] } {
-    const outcome = runWithFakeDocker(bashCommand(scriptProgram(name, vars)), { existing: false, ...container });
+/** Runs scripts as the runners send them; `calls` keeps the first word of each docker call. */
+function runScript(
+    names: string | readonly string[],
+    vars: Readonly<Record<string, ScriptValue>>,
+    docker: StandInDocker,
+): Omit<FakeDockerOutcome, "calls"> & { calls: string[] } {
+    const outcome = runWithFakeDocker(bashCommand(scriptProgram(names, vars)), docker);
     return { ...outcome, calls: outcome.calls.map((args) => args[0]) };
 }
+
+/** The Ray head, as the stand-in plays it. */
+const rayHead = (container: StandInContainer): StandInDocker => ({ containers: { "vllm-fleet-ray": container } });
 
 /** The lines `ray start --address ... --block` prints on a node (Ray 2.53, as seen on a simulated Spark). */
 function rayStartLog(ip: string, started: boolean): string {
@@ -38,7 +48,7 @@ describe("ray-wait-node.sh: a node has joined when its own `ray start` says so",
     const vars = { CONTAINER: "vllm-fleet-ray", NODE_IP: "192.168.200.13", ADDRESS: "192.168.200.12:6379", TIMEOUT: 5 };
 
     it("succeeds once Ray reports the runtime started under the fabric address", () => {
-        const outcome = runScript("ray-wait-node", vars, { running: ["true"], log: rayStartLog("192.168.200.13", true) });
+        const outcome = runScript("ray-wait-node", vars, rayHead({ state: ["running"], log: rayStartLog("192.168.200.13", true) }));
         expect(outcome.status).toBe(0);
         expect(outcome.stdout).toContain("ray node 192.168.200.13 registered with 192.168.200.12:6379");
         // Nothing runs inside the container to find out.
@@ -46,21 +56,21 @@ describe("ray-wait-node.sh: a node has joined when its own `ray start` says so",
     });
 
     it("refuses a node that registered under another address, naming it", () => {
-        const outcome = runScript("ray-wait-node", vars, { running: ["true"], log: rayStartLog("10.1.230.181", true) });
+        const outcome = runScript("ray-wait-node", vars, rayHead({ state: ["running"], log: rayStartLog("10.1.230.181", true) }));
         expect(outcome.status).toBe(1);
         expect(outcome.stderr).toContain("registered as 10.1.230.181, not its fabric address 192.168.200.13");
     });
 
     it("fails with the log tail when the container stops before joining", () => {
         const log = rayStartLog("192.168.200.13", false) + "ConnectionError: Failed to connect to GCS at 192.168.200.12:6379\n";
-        const outcome = runScript("ray-wait-node", vars, { running: ["true", "false"], log });
+        const outcome = runScript("ray-wait-node", vars, rayHead({ state: ["running", "exited"], log }));
         expect(outcome.status).toBe(1);
         expect(outcome.stderr).toContain("stopped before it joined 192.168.200.12:6379");
         expect(outcome.stderr).toContain("Failed to connect to GCS");
     });
 
     it("gives up after its timeout, saying what it waited for", () => {
-        const outcome = runScript("ray-wait-node", { ...vars, TIMEOUT: 1 }, { running: ["true"], log: rayStartLog("192.168.200.13", false) });
+        const outcome = runScript("ray-wait-node", { ...vars, TIMEOUT: 1 }, rayHead({ state: ["running"], log: rayStartLog("192.168.200.13", false) }));
         expect(outcome.status).toBe(1);
         expect(outcome.stderr).toContain("did not register as 192.168.200.13 with 192.168.200.12:6379 within 1s");
     }, 20_000);
@@ -74,16 +84,15 @@ describe("container-run.sh: started means up, for as long as asked", () => {
     });
 
     it("with no watch, looks once right after the start and prints the id", () => {
-        const outcome = runScript("container-run", vars(0), { running: ["true"], log: "" });
+        const outcome = runScript(CONTAINER_RUN, vars(0), { containers: { "vllm-fleet-vllm": { state: "gone", afterRun: ["running"], log: "" } } });
         expect(outcome.status).toBe(0);
         expect(outcome.stdout).toContain("container-id 0123456789ab");
         expect(outcome.calls.filter((call) => call === "inspect")).toHaveLength(2); // the stale-name check, then one look
     });
 
     it("fails with the log tail when the container exits within its watch", () => {
-        const outcome = runScript("container-run", vars(2), {
-            running: ["true", "true", "false"],
-            log: "vllm: error: unrecognized arguments: --bogus\n",
+        const outcome = runScript(CONTAINER_RUN, vars(2), {
+            containers: { "vllm-fleet-vllm": { state: "gone", afterRun: ["running", "running", "exited"], log: "vllm: error: unrecognized arguments: --bogus\n" } },
         });
         expect(outcome.status).toBe(1);
         expect(outcome.stderr).toContain("container vllm-fleet-vllm exited right after start");
@@ -103,7 +112,7 @@ describe("ray-ready.sh: the cluster is ready when Ray itself counts every node a
 
     it("passes with every fabric address and GPU, printing what Ray answered", () => {
         const exec = "ray-node 192.168.200.12 1\nray-node 192.168.200.13 1\n" + resources;
-        const outcome = runScript("ray-ready", vars, { running: ["true"], log: "", exec });
+        const outcome = runScript("ray-ready", vars, rayHead({ log: "", exec }));
         expect(outcome.status).toBe(0);
         expect(outcome.stdout).toBe(exec);
         // One Ray driver answers everything: no `ray status` run besides it.
@@ -112,7 +121,7 @@ describe("ray-ready.sh: the cluster is ready when Ray itself counts every node a
 
     it("names a node registered under a management address and the fabric address missing", () => {
         const exec = "ray-node 192.168.200.12 1\nray-node 10.1.230.181 1\n" + resources;
-        const outcome = runScript("ray-ready", vars, { running: ["true"], log: "head log line", exec });
+        const outcome = runScript("ray-ready", vars, rayHead({ log: "head log line", exec }));
         expect(outcome.status).toBe(1);
         expect(outcome.stderr).toContain("missing nodes (fabric addresses): 192.168.200.13");
         expect(outcome.stderr).toContain("unexpected nodes (not a fabric address of the stack): 10.1.230.181");
@@ -121,7 +130,7 @@ describe("ray-ready.sh: the cluster is ready when Ray itself counts every node a
 
     it("waits for every GPU, not only every node", () => {
         const exec = "ray-node 192.168.200.12 1\nray-node 192.168.200.13 0\n" + resources;
-        const outcome = runScript("ray-ready", vars, { running: ["true"], log: "", exec });
+        const outcome = runScript("ray-ready", vars, rayHead({ log: "", exec }));
         expect(outcome.status).toBe(1);
         expect(outcome.stderr).toContain("GPUs: 1 of 2");
     }, 20_000);
@@ -134,6 +143,7 @@ describe("nccl-transport.sh: the transport each rank's NCCL chose, from NCCL's o
         "spark2:4117:4117 [1] NCCL INFO NET/IB : Using [0]rocep1s0f1:1/RoCE [1]roceP2p1s0f1:1/RoCE [RO]; OOB enp1s0f1np1:192.168.200.13<0>",
         "spark2:4117:4117 [1] NCCL INFO Using network IB",
     ].join("\n");
+    const rank = (container: StandInContainer): StandInDocker => ({ containers: { "vllm-fleet-vllm": container } });
     const socket = [
         "spark2:5120:5120 [1] NCCL INFO NET/IB : No device found.",
         "spark2:5120:5120 [1] NCCL INFO NET/Socket : Using [0]enp1s0f1np1:192.168.200.13<0>",
@@ -141,33 +151,33 @@ describe("nccl-transport.sh: the transport each rank's NCCL chose, from NCCL's o
     ].join("\n");
 
     it("reads IB from an mp rank's container log, with NCCL's NET line", () => {
-        const outcome = runScript("nccl-transport", vars("mp", "refuse"), { log: `INFO started\n${ib}\nINFO serving\n` });
+        const outcome = runScript(NCCL_TRANSPORT, vars("mp", "refuse"), rank({ log: `INFO started\n${ib}\nINFO serving\n` }));
         expect(outcome.status).toBe(0);
         expect(outcome.stdout).toMatch(/^transport IB$/m);
         expect(outcome.stdout).toContain("nccl NET/IB : Using [0]rocep1s0f1:1/RoCE");
     });
 
     it("takes the newest start: a rank restarted after a fix reads IB, one that fell back reads Socket", () => {
-        expect(runScript("nccl-transport", vars("mp", "refuse"), { log: `${socket}\n${ib}\n` }).stdout).toMatch(/^transport IB$/m);
-        expect(runScript("nccl-transport", vars("mp", "warn"), { log: `${ib}\n${socket}\n` }).stdout).toMatch(/^transport Socket$/m);
+        expect(runScript(NCCL_TRANSPORT, vars("mp", "refuse"), rank({ log: `${socket}\n${ib}\n` })).stdout).toMatch(/^transport IB$/m);
+        expect(runScript(NCCL_TRANSPORT, vars("mp", "warn"), rank({ log: `${ib}\n${socket}\n` })).stdout).toMatch(/^transport Socket$/m);
     });
 
     it("refuses TCP sockets when the policy says so, naming the node, the hint and the way out", () => {
-        const outcome = runScript("nccl-transport", vars("mp", "refuse"), { log: socket });
+        const outcome = runScript(NCCL_TRANSPORT, vars("mp", "refuse"), rank({ log: socket }));
         expect(outcome.status).toBe(1);
         expect(outcome.stderr).toContain("node spark2: NCCL uses TCP sockets (NET/Socket), not RoCE (NET/IB): no RDMA device nodes");
         expect(outcome.stderr).toContain("vllm-fleet:fabric.socketTransport to warn");
     });
 
     it("only reports TCP sockets when the policy is warn", () => {
-        const outcome = runScript("nccl-transport", vars("mp", "warn"), { log: socket });
+        const outcome = runScript(NCCL_TRANSPORT, vars("mp", "warn"), rank({ log: socket }));
         expect(outcome.status).toBe(0);
         expect(outcome.stdout).toMatch(/^transport Socket$/m);
         expect(outcome.stdout).toContain("nccl NET/Socket : Using [0]enp1s0f1np1");
     });
 
     it("reads the Ray workers' logs in the Ray container (ray executor), not the container's own log", () => {
-        const outcome = runScript("nccl-transport", { ...vars("ray", "refuse"), CONTAINER: "vllm-fleet-ray" }, { exec: ib, log: socket });
+        const outcome = runScript(NCCL_TRANSPORT, { ...vars("ray", "refuse"), CONTAINER: "vllm-fleet-ray" }, rayHead({ exec: ib, log: socket }));
         expect(outcome.status).toBe(0);
         expect(outcome.stdout).toMatch(/^transport IB$/m);
         expect(outcome.calls).toContain("exec");
@@ -175,7 +185,7 @@ describe("nccl-transport.sh: the transport each rank's NCCL chose, from NCCL's o
     });
 
     it("says unknown, and refuses nothing, when no NCCL line is there", () => {
-        const outcome = runScript("nccl-transport", vars("mp", "refuse"), { log: "INFO no nccl debug here\n" });
+        const outcome = runScript(NCCL_TRANSPORT, vars("mp", "refuse"), rank({ log: "INFO no nccl debug here\n" }));
         expect(outcome.status).toBe(0);
         expect(outcome.stdout).toMatch(/^transport unknown$/m);
     });
@@ -307,7 +317,8 @@ describe("vllm-start.sh and vllm-stop.sh: vllm serve stopped and started inside 
                     "#!/bin/bash",
                     `echo "$1" >> ${dir}/calls`,
                     'case "$1" in',
-                    "  inspect) exit 1 ;;",
+                    // The head runs; the watchdog is absent (Docker's words: docker-stand-in.sh).
+                    '  inspect) case "$*" in *vllm-fleet-ray*) echo running ;; *) echo "Error response from daemon: No such container: ${*: -1}" >&2; exit 1 ;; esac ;;',
                     '  exec) shift; while [ "${1#-}" != "$1" ]; do [ "$1" = --env ] && shift; shift; done; shift',
                     `    exec unshare --pid --fork --mount-proc bash ${dir}/container "$@" ;;`,
                     "esac",
@@ -325,7 +336,7 @@ describe("vllm-start.sh and vllm-stop.sh: vllm serve stopped and started inside 
 
     const serveArgs = ["serve", "/models/m", "--served-model-name", "m it's", "--max-model-len", "4096"];
     const start = () =>
-        scriptProgram(["vllm-stop", "vllm-start"], {
+        scriptProgram(VLLM_START, {
             CONTAINER: "vllm-fleet-ray",
             SERVE_ARGS: serveArgs,
             SERVE_ARGS_JSON: JSON.stringify(serveArgs),
@@ -367,12 +378,12 @@ describe("vllm-start.sh and vllm-stop.sh: vllm serve stopped and started inside 
     });
 
     it("stop_vllm_serve stops the server and says so; with none running it says that", () => {
-        const stop = `${scriptProgram("vllm-stop", {})}\nstop_vllm_serve vllm-fleet-ray`;
-        const withServer = inHead(stop.replace("if ! docker inspect", "if false && docker inspect"), true);
+        const stop = `${scriptProgram(VLLM_STOP, {})}\nstop_vllm_serve vllm-fleet-ray`;
+        const withServer = inHead(stop, true);
         expect(withServer.status).toBe(0);
         expect(withServer.stdout).toMatch(/^the server stopped$/m);
         expect(withServer.stdout.split("### ps\n")[1]).not.toContain("/models/old");
-        const without = inHead(stop.replace("if ! docker inspect", "if false && docker inspect"), false);
+        const without = inHead(stop, false);
         expect(without.stdout).toMatch(/^the server was not running$/m);
     });
 });
@@ -487,7 +498,7 @@ describe("secrets stay off the node's command lines", () => {
                 SERVED_NAME: "m",
                 TIMEOUT: 1,
             };
-            const outcome = runWithFakeDocker(bashCommand(scriptProgram(name === "vllm-start" ? ["vllm-stop", name] : name, vars)), { exec: '{"data":[{"id":"m"}]}' });
+            const outcome = runWithFakeDocker(bashCommand(scriptProgram(name === "vllm-start" ? VLLM_START : name, vars)), rayHead({ exec: '{"data":[{"id":"m"}]}' }));
             const execs = outcome.calls.filter((args) => args[0] === "exec" && args.includes("--env"));
             expect(execs.length).toBeGreaterThan(0);
             for (const args of outcome.calls) {
@@ -512,33 +523,16 @@ describe("vllm-args-check.sh: the serve arguments checked by the vLLM inside the
         vllm = true,
         serving?: string,
     ): { status: number | null; stdout: string; stderr: string; docker: string[] } {
-        const dir = fs.mkdtempSync(path.join(os.tmpdir(), "args-check-"));
-        try {
-            fs.writeFileSync(
-                path.join(dir, "docker"),
-                [
-                    "#!/bin/bash",
-                    `echo "$1" >> ${JSON.stringify(path.join(dir, "calls"))}`,
-                    'case "$1" in',
-                    `  inspect) ${serving ? `echo ${serving}` : "exit 1"} ;;`,
-                    "  image) echo sha256:img1 ;;",
-                    '  exec) shift 2; exec "$@" ;;',
-                    '  run) while [ "$1" != "--entrypoint" ]; do shift; done; shift 3; exec python3 "$@" ;;',
-                    "esac",
-                ].join("\n") + "\n",
-                { mode: 0o755 },
-            );
-            const program = scriptProgram("vllm-args-check", { IMAGE: "img:1", CONTAINER: "vllm-fleet-ray", SERVE_ARGS: serveArgs, FLAG_KEYS: flagKeys, TIMEOUT: 60 });
-            const result = spawnSync("bash", ["-c", bashCommand(program)], {
-                env: { ...process.env, PATH: `${dir}:${process.env.PATH}`, PYTHONPATH: vllm ? STANDIN : dir, PYTHONDONTWRITEBYTECODE: "1" },
-                encoding: "utf8",
-                timeout: 60_000,
-            });
-            const docker = fs.readFileSync(path.join(dir, "calls"), "utf8").trim().split("\n");
-            return { status: result.status, stdout: result.stdout, stderr: result.stderr, docker };
-        } finally {
-            fs.rmSync(dir, { recursive: true, force: true });
-        }
+        // `serving` is the image the serving container runs ("": it is stopped); none: no container.
+        const outcome = runWithFakeDocker(
+            bashCommand(scriptProgram(ARGS_CHECK, { IMAGE: "img:1", CONTAINER: "vllm-fleet-ray", SERVE_ARGS: serveArgs, FLAG_KEYS: flagKeys, TIMEOUT: 60 })),
+            {
+                containers: serving === undefined ? {} : { "vllm-fleet-ray": { state: serving ? "running" : "exited", image: serving || "sha256:img0" } },
+                images: { "img:1": "sha256:img1" },
+                env: { PYTHONPATH: vllm ? STANDIN : "/nonexistent", PYTHONDONTWRITEBYTECODE: "1" },
+            },
+        );
+        return { status: outcome.status, stdout: outcome.stdout, stderr: outcome.stderr, docker: outcome.calls.map((args) => args[0]) };
     }
     const STANDIN = path.join(__dirname, "..", "sim", "workload");
     const keys = ["--disable-log-requests|vllm.extraArgs", "reasoning parser|vllm.reasoningParser", "tool call parser|vllm.toolCallParser"];

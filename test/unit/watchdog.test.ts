@@ -31,14 +31,31 @@ interface DockerRequest {
 
 interface ExecRecord {
     readonly cmd: string[];
+    readonly container: string;
     readonly env?: string[];
     detach?: boolean;
     exitCode?: number;
 }
 
-/** One container and the `vllm serve` process inside it, as the fake plays them back. */
+/** A container's State.Status, or missing (no such container). */
+type ContainerState = "created" | "running" | "paused" | "restarting" | "removing" | "exited" | "dead" | "missing";
+
+/**
+ * One container and the `vllm serve` process inside it, as the fake plays them back. It answers as
+ * the Engine API does in each state (moby v28.5: daemon/exec.go, errors.go, restart.go, start.go):
+ * an exec into a container that is not running is refused with 409 (paused and restarting with
+ * their own words), into one that is missing with 404; a restart of a dead one, or one being
+ * removed, fails (500), of a missing one is 404. The engine itself can stop answering (stopEngine).
+ */
 interface FakeDockerState {
-    container: "running" | "exited" | "missing";
+    container: ContainerState;
+    /** The state the container takes right after the next inspect, or exec, answered (it changes under a probe). */
+    afterNextInspect?: ContainerState;
+    afterNextExec?: ContainerState;
+    /** Whether the restart finds the container gone (it went after the watchdog's last look). */
+    goneAtRestart?: boolean;
+    /** Called at each inspect, before it is answered. */
+    onLook?: () => void;
     /** The container's State.StartedAt (Docker's form, nanoseconds). */
     startedAt: string;
     /** Whether `pgrep -f "vllm serve"` finds the process. */
@@ -53,6 +70,8 @@ interface FakeDockerState {
     onRestart?: () => void;
     onServeStart?: () => void;
 }
+
+const CONTAINER_ID = "c0ffee".padEnd(64, "0");
 
 function dockerTime(ms: number): string {
     return new Date(ms).toISOString().replace(/Z$/, "123456Z"); // 9 fractional digits, as Docker writes
@@ -95,7 +114,18 @@ class FakeDocker {
 
     close(): Promise<void> {
         this.server.closeAllConnections();
-        return new Promise((resolve) => this.server.close(() => resolve()));
+        return new Promise((resolve) => (this.server.listening ? this.server.close(() => resolve()) : resolve()));
+    }
+
+    /** The engine stops answering (its socket gone), as while it restarts. */
+    async stopEngine(): Promise<void> {
+        await this.close();
+        fs.rmSync(this.socketPath, { force: true });
+    }
+
+    /** The engine answers again. */
+    startEngine(): Promise<void> {
+        return this.listen();
     }
 
     /** The commands of the execs that were started, in order. */
@@ -119,26 +149,64 @@ class FakeDocker {
         };
         const st = this.state;
         let m: RegExpMatchArray | null;
+        /** Docker's refusal of an exec into the container in its state, or undefined when it runs. */
+        const refusal = (name: string): [number, string] | undefined =>
+            st.container === "missing"
+                ? [404, `No such container: ${name}`]
+                : st.container === "paused"
+                  ? [409, `Container ${name} is paused, unpause the container before exec`]
+                  : st.container === "restarting"
+                    ? [409, `Container ${CONTAINER_ID} is restarting, wait until the container is running`]
+                    : st.container !== "running"
+                      ? [409, `container ${CONTAINER_ID} is not running`]
+                      : undefined;
         if (req.method === "GET" && (m = url.match(/^\/containers\/([^/]+)\/json$/))) {
-            if (st.container === "missing") {
+            st.onLook?.();
+            const state = st.container;
+            if (st.afterNextInspect) {
+                st.container = st.afterNextInspect;
+                st.afterNextInspect = undefined;
+            }
+            if (state === "missing") {
                 return json(404, { message: `No such container: ${m[1]}` });
             }
-            const running = st.container === "running";
+            // State.Running is true for a paused or restarting container (moby's container/state.go).
+            const running = state === "running" || state === "paused" || state === "restarting";
             return json(200, {
-                Id: "c0ffee",
+                Id: CONTAINER_ID,
                 Name: `/${m[1]}`,
-                State: { Status: running ? "running" : "exited", Running: running, Pid: running ? 1 : 0, StartedAt: st.startedAt },
+                State: {
+                    Status: state,
+                    Running: running,
+                    Paused: state === "paused",
+                    Restarting: state === "restarting",
+                    Dead: state === "dead",
+                    Pid: state === "running" || state === "paused" ? 1 : 0,
+                    StartedAt: st.startedAt,
+                },
             });
         }
         if (req.method === "POST" && (m = url.match(/^\/containers\/([^/]+)\/exec$/))) {
+            const refused = refusal(m[1]);
+            if (refused) {
+                return json(refused[0], { message: refused[1] });
+            }
             const id = `exec${this.execs.size + 1}`;
-            this.execs.set(id, { cmd: body.Cmd, env: body.Env });
+            this.execs.set(id, { cmd: body.Cmd, env: body.Env, container: m[1] });
             return json(201, { Id: id });
         }
         if (req.method === "POST" && (m = url.match(/^\/exec\/([^/]+)\/start$/))) {
             const exec = this.execs.get(m[1])!;
+            const refused = refusal(exec.container);
+            if (refused) {
+                return json(refused[0], { message: refused[1] });
+            }
             exec.detach = Boolean(body?.Detach);
             const stdout = this.run(exec);
+            if (st.afterNextExec) {
+                st.container = st.afterNextExec;
+                st.afterNextExec = undefined;
+            }
             if (exec.detach) {
                 res.writeHead(200, { "Content-Type": "application/json" });
                 res.end();
@@ -153,6 +221,12 @@ class FakeDocker {
             return json(200, { ID: m[1], Running: false, ExitCode: exec.exitCode ?? 0, Pid: 0 });
         }
         if (req.method === "POST" && (m = url.match(/^\/containers\/([^/]+)\/restart/))) {
+            if (st.container === "missing" || st.goneAtRestart) {
+                return json(404, { message: `No such container: ${m[1]}` });
+            }
+            if (st.container === "dead" || st.container === "removing") {
+                return json(500, { message: `Cannot restart container ${m[1]}: container is marked for removal and cannot be started` });
+            }
             st.container = "running";
             st.startedAt = dockerTime(Date.now());
             st.onRestart?.();
@@ -549,6 +623,105 @@ describe("watchdog.py: ray executor", () => {
         await sleep(300);
         expect(docker.requests.every((r) => r.method === "GET" && r.path === "/containers/vllm-fleet-ray/json")).toBe(true);
         expect(linesMatching(watchdog, ACTION)).toEqual([]);
+    });
+});
+
+/** How long the tests below wait for a line: python3's start alone can take seconds on a busy machine. */
+const SLOW_MS = 15_000;
+
+describe.each(["mp", "ray"] as const)("watchdog.py (%s): each state of the serving container", (executor) => {
+    const name = executor === "ray" ? "vllm-fleet-ray" : "vllm-fleet-vllm";
+    /** The serving container's state, what the watchdog says of it, and that it acts only on a running one. */
+    it.each([
+        ["running", `^.*(restarting container ${name}|vllm serve is not running in ${name} \\(2 probes\\); starting it) \\(action 1 of 3`],
+        ["paused", `container ${name} is paused; not acting until it is unpaused$`],
+        ["restarting", `container ${name} is not running \\(restarting\\); Docker's restart policy owns it, not acting$`],
+        ["exited", `container ${name} is not running \\(exited\\); Docker's restart policy owns it, not acting$`],
+        ["dead", `container ${name} is not running \\(dead\\); Docker's restart policy owns it, not acting$`],
+        ["removing", `container ${name} is not running \\(removing\\); Docker's restart policy owns it, not acting$`],
+        ["created", `container ${name} is not running \\(created\\); Docker's restart policy owns it, not acting$`],
+        ["missing", `container ${name} does not exist; Docker's restart policy owns it, not acting$`],
+    ] as const)("%s", async (state, says) => {
+        docker.state.container = state;
+        // It needs acting on: mp's completions fail, ray's `vllm serve` is gone.
+        vllm.completions = "503";
+        docker.state.serveRunning = false;
+        const watchdog = startWatchdog(executor, { WATCHDOG_STARTUP_GRACE: "0" });
+        await untilLine(watchdog, new RegExp(says), SLOW_MS);
+        await sleep(300);
+        if (state === "running") {
+            expect(executor === "mp" ? docker.restarts().length : docker.startedExecs().filter((e) => e.cmd[0] === "sh").length).toBe(1);
+        } else {
+            // Only looked: no exec, no restart, and Docker's refusals never reached the log.
+            expect(docker.requests.every((r) => r.method === "GET" && r.path === `/containers/${name}/json`)).toBe(true);
+            expect(linesMatching(watchdog, /Docker Engine API|HTTP|Docker:/)).toEqual([]);
+            expect(linesMatching(watchdog, ACTION)).toEqual([]);
+            expect(linesMatching(watchdog, /container-down|not acting/)).toHaveLength(1);
+        }
+    });
+});
+
+describe("watchdog.py: a container that changes between the look and the call", () => {
+    it("ray: one paused under the probe is down, not an error of Docker's, and nothing is started", async () => {
+        docker.state.afterNextInspect = "paused";
+        const watchdog = startWatchdog("ray");
+        await untilLine(watchdog, /container vllm-fleet-ray is paused \(Docker: Container vllm-fleet-ray is paused, unpause the container before exec\); not acting$/, SLOW_MS);
+        await sleep(300);
+        // Said once: the looks that follow find it paused, as the exec did.
+        expect(linesMatching(watchdog, /is paused/)).toHaveLength(1);
+        expect(linesMatching(watchdog, /Docker Engine API|HTTP/)).toEqual([]);
+        expect(docker.startedExecs()).toEqual([]);
+        // Unpaused: watched again, and found serving.
+        docker.state.container = "running";
+        await untilLine(watchdog, /container vllm-fleet-ray is running again/, SLOW_MS);
+        await untilLine(watchdog, /serving again after/, SLOW_MS);
+    });
+
+    it("ray: one that stops under the start of vllm serve fails that action in one line naming its state", async () => {
+        docker.state.serveRunning = false;
+        vllm.completions = "503";
+        // The second absent probe finds it running and no server in it; the start's first exec finds it stopped.
+        let looks = 0;
+        docker.state.onLook = () => (++looks === 2 ? (docker.state.afterNextExec = "exited") : undefined);
+        const watchdog = startWatchdog("ray");
+        await untilLine(watchdog, /starting it failed: container vllm-fleet-ray is not running \(Docker: container c0ffee0+ is not running\)$/, SLOW_MS);
+        expect(docker.startedExecs().filter((e) => e.cmd[0] === "sh")).toEqual([]);
+    });
+
+    it("mp: a container gone before its restart, or being removed, fails the action in one line", async () => {
+        vllm.completions = "503";
+        docker.state.goneAtRestart = true;
+        const watchdog = startWatchdog("mp", { WATCHDOG_STARTUP_GRACE: "0", WATCHDOG_FAILURES: "1", WATCHDOG_BACKOFF: "0.05" });
+        await untilLine(watchdog, /restarting container vllm-fleet-vllm failed: container vllm-fleet-vllm is gone \(Docker: No such container: vllm-fleet-vllm\)$/, SLOW_MS);
+        docker.state.goneAtRestart = false;
+        docker.state.onLook = () => (docker.state.afterNextInspect = "removing");
+        await untilLine(watchdog, /container vllm-fleet-vllm is not running \(removing\)/, SLOW_MS);
+    });
+
+    it("mp: one stopped by hand after the probe is not started again by its restart", async () => {
+        vllm.completions = "503";
+        let looks = 0;
+        // The looks of the probes find it running; the look before the restart finds it exited.
+        docker.state.onLook = () => (++looks === 2 ? (docker.state.container = "exited") : undefined);
+        const watchdog = startWatchdog("mp", { WATCHDOG_STARTUP_GRACE: "0", WATCHDOG_FAILURES: "1" });
+        await untilLine(watchdog, /restarting container vllm-fleet-vllm failed: container vllm-fleet-vllm is exited$/, SLOW_MS);
+        expect(docker.restarts()).toEqual([]);
+    });
+
+    it("ray: an engine restart (socket gone, then back with vllm serve gone) is one error, then a start", async () => {
+        const watchdog = startWatchdog("ray");
+        await untilLine(watchdog, /serving tiny-moe/, SLOW_MS);
+        await docker.stopEngine();
+        await untilLine(watchdog, /Docker Engine API at .*: no such socket; not acting$/, SLOW_MS);
+        await sleep(200);
+        // Execs started before the restart do not survive it.
+        docker.state.serveRunning = false;
+        vllm.completions = "503";
+        docker.state.onServeStart = () => (vllm.completions = "ok");
+        await docker.startEngine();
+        await untilLine(watchdog, /serving again after/, SLOW_MS);
+        expect(linesMatching(watchdog, /not acting$/)).toHaveLength(1);
+        expect(linesMatching(watchdog, /vllm serve is not running in vllm-fleet-ray \(2 probes\); starting it/)).toHaveLength(1);
     });
 });
 
