@@ -1,6 +1,6 @@
 import * as pulumi from "@pulumi/pulumi";
 import * as docker from "@pulumi/docker";
-import { ContainerSpec, toDockerContainerInputs, toDockerRunArgs } from "./containerSpec";
+import { ContainerSpec, toDockerContainerInputs, toDockerRunArgs } from "../infra/core/containerSpec";
 import { CommandRunner, hostCommand } from "./hostCommand";
 import { SparkNode } from "./sparkNode";
 import { scriptProgram } from "./shell";

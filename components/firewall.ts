@@ -2,11 +2,11 @@
  * The optional host firewall (security.firewall: true): on every node, Ray's and vLLM's internal
  * ports admit new connections from the fabric subnet only (components/scripts/firewall.sh); SSH
  * and vLLM's API stay open. Put back by the next `up` when a node lost its rules (a reboot): the
- * read of every run looks for the rules' marker (infra/observe.ts firewallRevisions).
+ * read of every run looks for the rules' marker (infra/core/observe.ts firewallRevisions).
  */
 import * as crypto from "crypto";
 import * as pulumi from "@pulumi/pulumi";
-import { FleetConfig } from "../infra/config";
+import { FleetConfig } from "../infra/core/config";
 import { hostCommand } from "./hostCommand";
 import { SparkNode } from "./sparkNode";
 import { scriptProgram } from "./shell";

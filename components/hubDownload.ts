@@ -10,8 +10,8 @@
  * container through the environment, never a command line.
  */
 import * as pulumi from "@pulumi/pulumi";
-import { FleetConfig } from "../infra/config";
-import { ModelDirFacts, NodeFacts, parseModelDir, splitSections } from "../infra/facts";
+import { FleetConfig } from "../infra/core/config";
+import { ModelDirFacts, NodeFacts, parseModelDir, splitSections } from "../infra/core/facts";
 import { hostCommand } from "./hostCommand";
 import { SparkNode } from "./sparkNode";
 import { scriptProgram } from "./shell";

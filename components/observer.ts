@@ -3,13 +3,13 @@
  * `pulumi preview` and `up`, in parallel over the nodes, one SSH session per node runs probe.sh and
  * live.sh, which only read. Facts are therefore never stale (a host fixed since the last run is seen
  * fixed) and the live state of the fleet's containers and endpoint reaches reconciliation
- * (infra/observe.ts). Reached like every other path to a node (ssh.ts).
+ * (infra/core/observe.ts). Reached like every other path to a node (ssh.ts).
  */
 import { spawn } from "child_process";
-import { FleetConfig, FleetNode } from "../infra/config";
-import { FleetError } from "../infra/errors";
-import { NodeObservation, parseObservation, servingContainerOf } from "../infra/observe";
-import { SERVING_CONTAINERS, WATCHDOG_CONTAINER } from "../infra/plan";
+import { FleetConfig, FleetNode } from "../infra/core/config";
+import { FleetError } from "../infra/core/errors";
+import { NodeObservation, parseObservation, servingContainerOf } from "../infra/core/observe";
+import { SERVING_CONTAINERS, WATCHDOG_CONTAINER } from "../infra/core/plan";
 import { firewallMarker } from "./firewall";
 import { programsOnStdin, runFromStdin, scriptProgram } from "./shell";
 import { overSharedConnection, sshArgs, writeSshFiles } from "./ssh";

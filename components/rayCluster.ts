@@ -1,6 +1,6 @@
 import * as pulumi from "@pulumi/pulumi";
-import { FleetConfig } from "../infra/config";
-import { PlannedNode, RAY_CONTAINER, SERVING_CONTAINERS, gpusNeeded, rayContainerSpec } from "../infra/plan";
+import { FleetConfig } from "../infra/core/config";
+import { PlannedNode, RAY_CONTAINER, SERVING_CONTAINERS, gpusNeeded, rayContainerSpec } from "../infra/core/plan";
 import { realizeContainer, servingContainerName } from "./container";
 import { hostCommand } from "./hostCommand";
 import { SparkNode } from "./sparkNode";
@@ -14,7 +14,7 @@ export interface RayClusterArgs {
     readonly nodes: readonly SparkNode[];
     /** The nodes as planned (after preflight), see planFleet. */
     readonly planned: pulumi.Output<PlannedNode[]>;
-    /** Each node's container revision, by node name (infra/observe.ts: a dead container gets a new one). */
+    /** Each node's container revision, by node name (infra/core/observe.ts: a dead container gets a new one). */
     readonly revisions: Readonly<Record<string, string>>;
     /** The cluster's token (Ray token authentication), a secret: every node and every driver uses it. */
     readonly rayToken: pulumi.Output<string>;

@@ -5,10 +5,10 @@
  * in a container that exits at start. It runs again when the image or the arguments change.
  */
 import * as pulumi from "@pulumi/pulumi";
-import { FleetConfig } from "../infra/config";
+import { FleetConfig } from "../infra/core/config";
 import { hostCommand } from "./hostCommand";
 import { SparkNode } from "./sparkNode";
-import { servingContainerOf } from "../infra/observe";
+import { servingContainerOf } from "../infra/core/observe";
 import { scriptProgram } from "./shell";
 
 /** The check of the serve arguments (vllm-args-check.sh), with what it uses. */

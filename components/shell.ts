@@ -5,7 +5,7 @@
  */
 import * as fs from "fs";
 import * as path from "path";
-import { findProjectRoot } from "../infra/project";
+import { findProjectRoot } from "../infra/core/project";
 
 /** Quotes `value` for POSIX shells: the result always reads back as exactly `value`. */
 export function shQuote(value: string): string {

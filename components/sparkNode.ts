@@ -1,11 +1,11 @@
 import * as pulumi from "@pulumi/pulumi";
 import * as docker from "@pulumi/docker";
-import { FleetConfig, FleetNode } from "../infra/config";
-import { FleetError } from "../infra/errors";
-import { FabricFacts, ModelDirFacts, NodeFacts, findFabric, preflight } from "../infra/facts";
-import { NodeObservation } from "../infra/observe";
-import { describeFitPlan, fitNodeFromFacts, kvCacheDtypeFromArgs, parseModelConfig, planFit, safetensorsWeightBytes } from "../infra/fit";
-import { PlannedNode, gpusNeeded } from "../infra/plan";
+import { FleetConfig, FleetNode } from "../infra/core/config";
+import { FleetError } from "../infra/core/errors";
+import { FabricFacts, ModelDirFacts, NodeFacts, findFabric, preflight } from "../infra/core/facts";
+import { NodeObservation } from "../infra/core/observe";
+import { describeFitPlan, fitNodeFromFacts, kvCacheDtypeFromArgs, parseModelConfig, planFit, safetensorsWeightBytes } from "../infra/core/fit";
+import { PlannedNode, gpusNeeded } from "../infra/core/plan";
 import { CommandRunner, hostCommand } from "./hostCommand";
 import { readScript, scriptProgram } from "./shell";
 import { fabricSecret } from "./weightSync";
@@ -152,7 +152,7 @@ export class SparkNode extends pulumi.ComponentResource {
 
 /**
  * Preflight across every node (image ids, model, GPUs for TP×PP, driver/CUDA), then the fit of the
- * model in each node's memory (infra/fit.ts; the plan is logged), then each node as the plan sees
+ * model in each node's memory (infra/core/fit.ts; the plan is logged), then each node as the plan sees
  * it. Fails, naming node and fact or the numbers, before any container starts.
  */
 export function planFleet(

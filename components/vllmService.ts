@@ -1,6 +1,6 @@
 import * as pulumi from "@pulumi/pulumi";
-import { FleetConfig } from "../infra/config";
-import { Reconciliation } from "../infra/observe";
+import { FleetConfig } from "../infra/core/config";
+import { Reconciliation } from "../infra/core/observe";
 import {
     NODE_LOCAL_ENV,
     PlannedNode,
@@ -17,7 +17,7 @@ import {
     transportPolicy,
     vllmServeArgs,
     watchdogSpec,
-} from "../infra/plan";
+} from "../infra/core/plan";
 import { realizeContainer, servingContainerName } from "./container";
 import { hostCommand } from "./hostCommand";
 import { RayCluster } from "./rayCluster";
@@ -42,7 +42,7 @@ export interface VllmServiceArgs {
     readonly ray?: RayCluster;
     /** vLLM's API key (a secret); none: the endpoint is open. */
     readonly apiKey?: pulumi.Input<string>;
-    /** What this run's read of the hosts decided (infra/observe.ts). */
+    /** What this run's read of the hosts decided (infra/core/observe.ts). */
     readonly reconciliation: Pick<Reconciliation, "revisions" | "serveToken" | "watchdogRevision">;
     /** What must be done before vLLM starts (the check of the serve arguments). */
     readonly after?: readonly pulumi.Resource[];
@@ -101,7 +101,7 @@ export class VllmService extends pulumi.ComponentResource {
                         API_KEY: key,
                         LOG_FILE: RAY_SERVE_LOG,
                         // A new token (vllm serve found dead, or the endpoint not answering) changes
-                        // this program, so the next up starts vllm serve again (infra/observe.ts).
+                        // this program, so the next up starts vllm serve again (infra/core/observe.ts).
                         TOKEN: args.reconciliation.serveToken,
                         CONFIG_ROOT: RAY_HEAD_VLLM_CONFIG_ROOT,
                         NON_CARRY_OVER: JSON.stringify(NODE_LOCAL_ENV),

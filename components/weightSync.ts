@@ -1,7 +1,7 @@
 import * as crypto from "crypto";
 import * as pulumi from "@pulumi/pulumi";
-import { FleetConfig } from "../infra/config";
-import { ModelDirFacts, parseModelDir, splitSections } from "../infra/facts";
+import { FleetConfig } from "../infra/core/config";
+import { ModelDirFacts, parseModelDir, splitSections } from "../infra/core/facts";
 import { hostCommand } from "./hostCommand";
 import { SparkNode } from "./sparkNode";
 import { readScript, scriptProgram } from "./shell";

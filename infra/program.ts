@@ -2,7 +2,7 @@
  * The vllm-fleet program: reads and validates the stack config, then composes the components.
  *
  * Used both by the Pulumi CLI (`main: infra/index.ts`) and by the Automation API driver
- * (infra/automation.ts) as an inline program, so both paths run exactly the same code.
+ * (test/automation.ts) as an inline program, so both paths run exactly the same code.
  */
 import * as fs from "fs";
 import * as path from "path";
@@ -31,10 +31,10 @@ import {
     plainTextSecretIssues,
     privateKeyProblem,
     sshPrivateKeyIssues,
-} from "./config";
-import { checkOwnership, firewallRevisions, newRevision, reconcile } from "./observe";
-import { apiBindAddress, mpRankSpec, vllmServeArgs } from "./plan";
-import { findProjectRoot } from "./project";
+} from "./core/config";
+import { checkOwnership, firewallRevisions, newRevision, reconcile } from "./core/observe";
+import { apiBindAddress, mpRankSpec, vllmServeArgs } from "./core/plan";
+import { findProjectRoot } from "./core/project";
 
 /** The keys set in the current stack under the `vllm-fleet` namespace, without the namespace. */
 function stackKeys(): string[] {

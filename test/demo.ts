@@ -5,7 +5,7 @@
  */
 import * as fs from "fs";
 import * as path from "path";
-import { openStack, REPO_ROOT } from "../infra/automation";
+import { openStack, REPO_ROOT } from "./automation";
 import { stackStatus } from "../tools/status";
 import { SimCluster, putTinyModel } from "./e2e/simCluster";
 

@@ -3,7 +3,7 @@
  * project directory: the one named, else the selected one (undefined when none is).
  */
 import { Workspace } from "@pulumi/pulumi/automation";
-import { findProjectRoot } from "../infra/project";
+import { findProjectRoot } from "../infra/core/project";
 
 export async function projectStack(name?: string): Promise<{ workspace: Workspace; stack?: string }> {
     // Loaded here, not at the top: a tool given everything on its command line never needs it.

@@ -6,8 +6,8 @@
  */
 import { Workspace } from "@pulumi/pulumi/automation";
 import { observeOverSsh } from "../components/observer";
-import { CONFIG_KEYS, CONFIG_NAMESPACE, parseFleetConfig } from "../infra/config";
-import { findProjectRoot } from "../infra/project";
+import { CONFIG_KEYS, CONFIG_NAMESPACE, parseFleetConfig } from "../infra/core/config";
+import { findProjectRoot } from "../infra/core/project";
 import { rawConfigValues, resolvePrivateKeyText } from "../infra/program";
 import { runCommand } from "./command";
 import { projectStack } from "./stack";

@@ -3,10 +3,10 @@
  * fleet's containers with their state and restart count, and on the first node Ray's live nodes,
  * vLLM's /health, a completion and the watchdog's last actions. Pure, so it is tested directly.
  */
-import { FleetConfig } from "../infra/config";
-import { findFabric } from "../infra/facts";
-import { NodeObservation, servingContainerOf } from "../infra/observe";
-import { REVISION_LABEL } from "../infra/plan";
+import { FleetConfig } from "../infra/core/config";
+import { findFabric } from "../infra/core/facts";
+import { NodeObservation, servingContainerOf } from "../infra/core/observe";
+import { REVISION_LABEL } from "../infra/core/plan";
 
 /** The report and its verdict: serving means every serving container runs and a completion answered. */
 export interface StatusReport {

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Starts one container from its docker run arguments (see components/containerSpec.ts).
+# Starts one container from its docker run arguments (see infra/core/containerSpec.ts).
 # Inputs: NAME (container name), RUN_ARGS (array: the arguments after `docker`),
 #         SECRET_ENV (array of NAME=value: variables RUN_ARGS names without a value, `--env NAME`, so
 #         that docker takes them from here and no command line shows them),

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The live state of the fleet on one node, read at the start of every `pulumi preview`/`up` (after
-# probe.sh, in the same read-only session): prints `### <section>` blocks that infra/observe.ts
+# probe.sh, in the same read-only session): prints `### <section>` blocks that infra/core/observe.ts
 # parses. Changes nothing on the host.
 # Inputs: STACK (the stack whose containers to list), OWN_NAMES (array: the container names this
 #         stack uses on the node, so that another's container by one of them is seen), SERVING_CONTAINER (the serving container of

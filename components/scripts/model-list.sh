@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Defines list_model_dir DIR: what infra/facts.ts parseModelDir reads (exists, config.json hash,
+# Defines list_model_dir DIR: what infra/core/facts.ts parseModelDir reads (exists, config.json hash,
 # one `<bytes> <name>` line per file, links followed: what the weight sync copies). Used by the
 # probe and after a weight sync.
 set -euo pipefail

@@ -1,6 +1,6 @@
 /** The benchmark's command line: `--runs K`, `--nodes 2,4`, `--out DIR`, `--fabric-only`. */
 import * as path from "path";
-import { REPO_ROOT } from "../../infra/automation";
+import { REPO_ROOT } from "../automation";
 import { invocationDir } from "../../tools/command";
 
 /** Command-line options. */

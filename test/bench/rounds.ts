@@ -5,8 +5,8 @@
  * reads each node, once; a vLLM-only change leaves every Ray container as it was.
  */
 import { ConfigMap, EngineEvent, Stack, UpResult } from "@pulumi/pulumi/automation";
-import { openStack } from "../../infra/automation";
-import { RAY_CONTAINER } from "../../infra/plan";
+import { openStack } from "../automation";
+import { RAY_CONTAINER } from "../../infra/core/plan";
 import { formatLoadtestTable } from "../../tools/loadtest/report";
 import { LoadtestReport, runLoadtest } from "../../tools/loadtest/run";
 import { Timeline, buildTimeline } from "../../tools/timeline/criticalPath";
@@ -203,7 +203,7 @@ export async function round(deployment: Deployment, run: number, measurements: M
     const preview = await timedPulumi((onOutput) => stack.preview({ onOutput }));
     measurements.samples.push({ nodes, run, operation: "previewNoChange", seconds: preview.seconds, apiSeconds: preview.apiSeconds });
     const afterPreview = snapshotHosts(cluster);
-    // Every run reads each node once (one SSH session, read-only: infra/observe.ts) and does nothing else.
+    // Every run reads each node once (one SSH session, read-only: infra/core/observe.ts) and does nothing else.
     const readOnce = (before: HostSnapshot, after: HostSnapshot) => after.sshSessions.every((sessions, index) => sessions - before.sshSessions[index] === 1);
     check(
         "no-op preview reads each node once and changes nothing",

@@ -24,8 +24,8 @@ import * as path from "path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { EngineEvent, LocalWorkspace, Stack } from "@pulumi/pulumi/automation";
 import { servingContainerName } from "../../components/container";
-import { RAY_CONTAINER, VLLM_CONTAINER } from "../../infra/plan";
-import { findProjectRoot } from "../../infra/project";
+import { RAY_CONTAINER, VLLM_CONTAINER } from "../../infra/core/plan";
+import { findProjectRoot } from "../../infra/core/project";
 import { SimCluster, complete, onNode, putTinyModel, simStackConfig, simUp, tearDown, timer } from "../e2e/simCluster";
 
 const REPO_ROOT = findProjectRoot(__dirname);

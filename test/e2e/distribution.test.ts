@@ -10,7 +10,7 @@ import { execFile, execSync } from "child_process";
 import { promisify } from "util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { EngineEvent, Stack } from "@pulumi/pulumi/automation";
-import { openStack } from "../../infra/automation";
+import { openStack } from "../automation";
 import { SimCluster, SimNode, onNode, putTinyModel, simStackConfig, simUp, tearDown, tempWorkspace } from "./simCluster";
 
 const MODEL_DIR = "/home/spark/models/tiny-moe";

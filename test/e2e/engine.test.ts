@@ -9,7 +9,7 @@ import * as path from "path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import * as pulumi from "@pulumi/pulumi";
 import { LocalWorkspace, Stack } from "@pulumi/pulumi/automation";
-import { openStack } from "../../infra/automation";
+import { openStack } from "../automation";
 import { buildTimeline } from "../../tools/timeline/criticalPath";
 import { parseEventLog } from "../../tools/timeline/events";
 

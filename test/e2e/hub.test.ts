@@ -11,7 +11,7 @@ import * as fs from "fs";
 import * as path from "path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Stack } from "@pulumi/pulumi/automation";
-import { openStack } from "../../infra/automation";
+import { openStack } from "../automation";
 import { HubStandIn, commitOf, startHubStandIn } from "./hubStandIn";
 import { SimCluster, TINY_MODEL_CONFIG, complete, onNode, simStackConfig, simUp, tearDown, tempWorkspace, timer } from "./simCluster";
 

@@ -9,7 +9,7 @@ import * as crypto from "crypto";
 import * as fs from "fs";
 import * as os from "os";
 import * as path from "path";
-import { findProjectRoot } from "../../infra/project";
+import { findProjectRoot } from "../../infra/core/project";
 import { SimCluster } from "./simCluster";
 
 const STANDIN = path.join(findProjectRoot(__dirname), "test/sim/hub/hub-standin.py");

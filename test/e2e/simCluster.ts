@@ -8,8 +8,8 @@ import * as fs from "fs";
 import * as os from "os";
 import * as path from "path";
 import { ConfigMap, Stack } from "@pulumi/pulumi/automation";
-import { openStack } from "../../infra/automation";
-import { findProjectRoot } from "../../infra/project";
+import { openStack } from "../automation";
+import { findProjectRoot } from "../../infra/core/project";
 
 // From the project root, so that compiled code (bin/, e.g. the benchmark) finds the same files.
 const REPO_ROOT = findProjectRoot(__dirname);

@@ -126,7 +126,7 @@ log "pulumi $(pulumi version) at $(command -v pulumi)"
 if command -v pulumi-language-nodejs >/dev/null 2>&1; then
   log "language host: $(command -v pulumi-language-nodejs)"
 else
-  log "language host: pulumi-language-nodejs is not available here; programs run through the Automation API's in-process language runtime (infra/automation.ts)"
+  log "language host: pulumi-language-nodejs is not available here; programs run through the Automation API's in-process language runtime (test/automation.ts)"
 fi
 log "plugins (pulumi plugin ls):"
 pulumi plugin ls 2>&1 | sed 's/^/[pulumi]   /' >&2

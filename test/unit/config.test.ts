@@ -14,7 +14,7 @@ import {
     privateKeyProblem,
     sshPrivateKeyIssues,
     unknownKeyIssues,
-} from "../../infra/config";
+} from "../../infra/core/config";
 import { sparkDuo } from "./stacks";
 
 const duo = sparkDuo;

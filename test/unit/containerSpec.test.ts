@@ -6,9 +6,9 @@ import {
     specFromDockerRunArgs,
     toDockerContainerInputs,
     toDockerRunArgs,
-} from "../../components/containerSpec";
-import { parseFleetConfig } from "../../infra/config";
-import { NODE_LOCAL_ENV, PlannedNode, RAY_HEAD_LABEL, RAY_HEAD_VLLM_CONFIG_ROOT, networkEnv, rayContainerSpec, transportHint, transportPolicy } from "../../infra/plan";
+} from "../../infra/core/containerSpec";
+import { parseFleetConfig } from "../../infra/core/config";
+import { NODE_LOCAL_ENV, PlannedNode, RAY_HEAD_LABEL, RAY_HEAD_VLLM_CONFIG_ROOT, networkEnv, rayContainerSpec, transportHint, transportPolicy } from "../../infra/core/plan";
 import { sparkDuo } from "./stacks";
 
 const config = parseFleetConfig(sparkDuo);

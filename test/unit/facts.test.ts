@@ -14,7 +14,7 @@ import {
     parseSmiHeader,
     preflight,
     usableMemoryBytes,
-} from "../../infra/facts";
+} from "../../infra/core/facts";
 
 const fixture = (name: string) => fs.readFileSync(path.join(__dirname, "..", "fixtures", name), "utf8");
 

@@ -9,8 +9,8 @@ import * as path from "path";
 import { describe, expect, it } from "vitest";
 import { closedPorts, firewallChain, firewallMarker } from "../../components/firewall";
 import { scriptProgram } from "../../components/shell";
-import { parseFleetConfig } from "../../infra/config";
-import { firewallRevisions, parseObservation } from "../../infra/observe";
+import { parseFleetConfig } from "../../infra/core/config";
+import { firewallRevisions, parseObservation } from "../../infra/core/observe";
 import { sparkDuo } from "./stacks";
 
 function runFirewall(action: "apply" | "remove", dir: string): { calls: string[][]; stdout: string } {

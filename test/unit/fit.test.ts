@@ -1,7 +1,7 @@
 import * as fs from "fs";
 import * as path from "path";
 import { describe, expect, it } from "vitest";
-import { NodeFacts } from "../../infra/facts";
+import { NodeFacts } from "../../infra/core/facts";
 import {
     FitError,
     FitNode,
@@ -21,7 +21,7 @@ import {
     planFit,
     safetensorsWeightBytes,
     sequenceCost,
-} from "../../infra/fit";
+} from "../../infra/core/fit";
 
 const modelFixture = (name: string) => fs.readFileSync(path.join(__dirname, "..", "fixtures", "models", name), "utf8");
 const MIB = 1024 ** 2;

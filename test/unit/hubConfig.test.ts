@@ -3,7 +3,7 @@
  * the secret token, and the download step in the program's graph (mocks).
  */
 import { describe, expect, it } from "vitest";
-import { ConfigError, SECRET_CONFIG_KEYS, hfTokenIssues, nearestKeys, parseFleetConfig, plainTextSecretIssues } from "../../infra/config";
+import { ConfigError, SECRET_CONFIG_KEYS, hfTokenIssues, nearestKeys, parseFleetConfig, plainTextSecretIssues } from "../../infra/core/config";
 import { runProgram, sparkProbeOutput, unsecret } from "./mocks";
 import { sparkDuo } from "./stacks";
 

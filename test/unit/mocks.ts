@@ -8,7 +8,7 @@ import * as path from "path";
 import * as pulumi from "@pulumi/pulumi";
 import { vi } from "vitest";
 import type { Observer } from "../../components/observer";
-import { parseObservation } from "../../infra/observe";
+import { parseObservation } from "../../infra/core/observe";
 import { FAKE_IMAGE_ID } from "./fakeDocker";
 
 export interface RecordedResource {

@@ -1,10 +1,10 @@
 /**
- * Reconciliation against the hosts (infra/observe.ts): what the read of the nodes finds, and which
+ * Reconciliation against the hosts (infra/core/observe.ts): what the read of the nodes finds, and which
  * containers a run replaces because of it. Pure tests first, then the program under mocks.
  */
 import { describe, expect, it } from "vitest";
-import { LiveContainer, NodeObservation, checkOwnership, parseObservation, reconcile } from "../../infra/observe";
-import { REVISION_LABEL } from "../../infra/plan";
+import { LiveContainer, NodeObservation, checkOwnership, parseObservation, reconcile } from "../../infra/core/observe";
+import { REVISION_LABEL } from "../../infra/core/plan";
 import { MockRun, liveAfter, runProgram, sparkProbeOutput, unsecret } from "./mocks";
 import { sparkDuo } from "./stacks";
 

@@ -9,7 +9,7 @@ import * as path from "path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { observeOverSsh } from "../../components/observer";
 import { sharedConnectionFailed, sshShareOptions } from "../../components/ssh";
-import { parseFleetConfig } from "../../infra/config";
+import { parseFleetConfig } from "../../infra/core/config";
 import { sparkProbeOutput } from "./mocks";
 import { sparkDuo } from "./stacks";
 

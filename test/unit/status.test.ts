@@ -1,7 +1,7 @@
 /** `npm run status`'s report (tools/statusReport.ts) from one read of the fleet. */
 import { describe, expect, it } from "vitest";
-import { parseFleetConfig } from "../../infra/config";
-import { parseObservation } from "../../infra/observe";
+import { parseFleetConfig } from "../../infra/core/config";
+import { parseObservation } from "../../infra/core/observe";
 import { statusReport, watchdogLines } from "../../tools/statusReport";
 import { sparkProbeOutput } from "./mocks";
 import { sparkDuo } from "./stacks";

@@ -7,8 +7,8 @@
  * machine with a regular Pulumi install, `pulumi up -s <stack>` runs the same program.
  */
 import { ConfigMap, LocalWorkspace, Stack } from "@pulumi/pulumi/automation";
-import { fleetProgram } from "./program";
-import { findProjectRoot } from "./project";
+import { fleetProgram } from "../infra/program";
+import { findProjectRoot } from "../infra/core/project";
 
 /** The project root (Pulumi.yaml lives there). */
 export const REPO_ROOT = findProjectRoot(__dirname);

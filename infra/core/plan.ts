@@ -4,11 +4,11 @@
  * No Pulumi here, so it is tested directly, table-driven.
  */
 import * as path from "path";
-import { ContainerSpec } from "../components/containerSpec";
+import { ContainerSpec } from "./containerSpec";
 import { FleetConfig } from "./config";
 import { FabricFacts } from "./facts";
 
-/** Label on every serving container: its revision (see infra/observe.ts). */
+/** Label on every serving container: its revision (see infra/core/observe.ts). */
 export const REVISION_LABEL = "vllm-fleet.revision";
 
 /** Where the model directory is mounted inside the containers (read-only). */
@@ -130,7 +130,7 @@ export function runs(program: readonly string[]): Pick<ContainerSpec, "entrypoin
 
 /**
  * Limits, mounts, labels and the restart policy shared by every container that runs vLLM or Ray.
- * `revision` is the reconciliation label (infra/observe.ts): a new one replaces the container.
+ * `revision` is the reconciliation label (infra/core/observe.ts): a new one replaces the container.
  */
 function servingContainer(config: FleetConfig, stack: string, node: PlannedNode, role: string, revision: string): Omit<ContainerSpec, "name" | "command" | "entrypoint"> {
     return {
