@@ -6,7 +6,7 @@
  * Pure and tested against outputs of real DGX Sparks (test/fixtures). Facts, not guesses: the fabric
  * interface is the one holding an address in the configured fabric subnet, never the default route.
  */
-import { Cidr, cidrContains, parseCidr } from "./config";
+import { Cidr, cidrContains, parseCidr } from "./net";
 import { FleetError } from "./errors";
 
 /** One network interface and its IPv4 addresses. */

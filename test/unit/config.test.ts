@@ -4,17 +4,16 @@ import {
     ConfigError,
     SECRET_CONFIG_KEYS,
     apiKeyIssues,
-    cidrContains,
     editDistance,
     managedVllmFlag,
     nearestKeys,
-    parseCidr,
     parseFleetConfig,
     plainTextSecretIssues,
     privateKeyProblem,
     sshPrivateKeyIssues,
     unknownKeyIssues,
 } from "../../infra/core/config";
+import { cidrContains, parseCidr } from "../../infra/core/net";
 import { sparkDuo } from "./stacks";
 
 const duo = sparkDuo;
