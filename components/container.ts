@@ -1,8 +1,12 @@
+/**
+ * A container on a node from its spec (infra/core/containerSpec.ts), with either driver: the Docker
+ * provider's Container (`docker`), or `docker run` / `docker rm -f` as host commands (`ssh`).
+ */
 import * as pulumi from "@pulumi/pulumi";
 import * as docker from "@pulumi/docker";
 import { ContainerSpec, toDockerContainerInputs, toDockerRunArgs } from "../infra/core/containerSpec";
 import { CommandRunner, hostCommand } from "./hostCommand";
-import { SparkNode } from "./sparkNode";
+import { NodeAccess } from "./sparkNode";
 import { scriptProgram } from "./shell";
 
 /** A container on a node, whichever driver made it. */
@@ -10,15 +14,6 @@ export interface RealizedContainer {
     readonly resource: pulumi.CustomResource;
     /** The container's id: changes whenever the container is (re)created, so what depends on it re-runs. */
     readonly revision: pulumi.Output<string>;
-}
-
-/** The Pulumi names of the two components that own serving containers. */
-export const RAY_CLUSTER_NAME = "ray";
-export const VLLM_SERVICE_NAME = "vllm";
-
-/** The Pulumi name of node `index`'s serving container under each executor. */
-export function servingContainerName(executor: "ray" | "mp", nodeName: string, index: number): string {
-    return executor === "ray" ? `${RAY_CLUSTER_NAME}-${nodeName}-ray-${index === 0 ? "head" : "worker"}` : `${VLLM_SERVICE_NAME}-${nodeName}-rank${index}`;
 }
 
 function toArray(value: pulumi.CustomResourceOptions["dependsOn"]): pulumi.Input<pulumi.Resource>[] {
@@ -80,14 +75,14 @@ export function realizeContainer(
     driver: "docker" | "ssh",
     runner: CommandRunner,
     name: string,
-    node: SparkNode,
+    node: NodeAccess,
     spec: pulumi.Output<ContainerSpec>,
     opts: pulumi.CustomResourceOptions,
     start: StartOptions = {},
 ): RealizedContainer {
     if (driver === "docker") {
         if (!node.dockerProvider) {
-            throw new Error(`node ${node.nodeName} has no Docker provider (containerDriver docker)`);
+            throw new pulumi.RunError(`node ${node.nodeName} has no Docker provider (containerDriver docker)`);
         }
         // Secrets live only in the environment (SECRET_ENV): the spec as a whole is secret when it
         // holds one, but only `envs` is kept secret, so that a preview still shows what else changes.

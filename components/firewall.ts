@@ -1,56 +1,49 @@
 /**
- * The optional host firewall (security.firewall: true): on every node, Ray's and vLLM's internal
- * ports admit new connections from the fabric subnet only (components/scripts/firewall.sh); SSH
- * and vLLM's API stay open. Put back by the next `up` when a node lost its rules (a reboot): the
- * read of every run looks for the rules' marker (infra/core/observe.ts firewallRevisions).
+ * The optional host firewall of a node (security.firewall: true): Ray's and vLLM's internal ports
+ * admit new connections from the fabric subnet only (components/scripts/firewall.sh); SSH and vLLM's
+ * API stay open. Put back by the next `up` when the node lost its rules (a reboot): the read of every
+ * run looks for the rules' marker (infra/core/observe.ts firewallRevisions), and a new revision
+ * applies them again.
  */
-import * as crypto from "crypto";
 import * as pulumi from "@pulumi/pulumi";
-import { FleetConfig } from "../infra/core/config";
-import { hostCommand } from "./hostCommand";
-import { SparkNode } from "./sparkNode";
+import { FirewallPlan } from "../infra/core/plan";
+import { CommandRunner, hostCommand } from "./hostCommand";
+import { NodeAccess } from "./sparkNode";
 import { scriptProgram } from "./shell";
 
-/** Ray's client server, its worker processes' range and its dashboard agent (Ray's defaults, kept). */
-export const RAY_INTERNAL_PORTS = ["10001:19999", "52365"] as const;
-
-/** The iptables chain of a stack's rules (at most 28 characters). */
-export function firewallChain(stack: string): string {
-    return `VLLMFLEET-${crypto.createHash("sha256").update(stack).digest("hex").slice(0, 8)}`;
+export interface NodeFirewallArgs {
+    readonly node: NodeAccess;
+    /** The node's rules (infra/core/plan/firewall.ts). */
+    readonly rules: FirewallPlan;
+    readonly runner: CommandRunner;
 }
 
-/** The marker the rules leave on a node (tmpfs: gone with them after a reboot). */
-export function firewallMarker(stack: string): string {
-    return `/dev/shm/vllm-fleet-firewall-${firewallChain(stack)}`;
-}
+/** The firewall rules of one node; what starts Ray or vLLM goes after them. */
+export class NodeFirewall extends pulumi.ComponentResource {
+    /** The step that applies the rules (and removes them on delete). */
+    public readonly rules: pulumi.Resource;
 
-/** The ports closed to everything outside the fabric, besides the kernel's ephemeral range. */
-export function closedPorts(config: FleetConfig): string[] {
-    return config.executor === "ray" ? [String(config.ray.port), ...RAY_INTERNAL_PORTS] : [String(config.vllm.masterPort)];
-}
-
-/** The rules of every node; what starts Ray or vLLM goes after them. */
-export function nodeFirewalls(config: FleetConfig, stack: string, nodes: readonly SparkNode[], revisions: Readonly<Record<string, string>>): pulumi.Resource[] {
-    if (!config.security.firewall) {
-        return [];
-    }
-    return nodes.map((node, index) => {
-        const vars = (action: "apply" | "remove") =>
+    constructor(name: string, args: NodeFirewallArgs, opts?: pulumi.ComponentResourceOptions) {
+        super("vllm-fleet:node:NodeFirewall", name, {}, opts);
+        const { rules } = args;
+        const program = (action: "apply" | "remove") =>
             scriptProgram("firewall", {
                 ACTION: action,
-                CHAIN: firewallChain(stack),
-                FABRIC_SUBNET: config.fabric.subnet,
-                OPEN_PORTS: [String(config.nodes[index].port), String(config.vllm.port)],
-                CLOSED_PORTS: closedPorts(config),
-                MARKER: firewallMarker(stack),
-                REVISION: revisions[node.nodeName] ?? "",
+                CHAIN: rules.chain,
+                FABRIC_SUBNET: rules.fabricSubnet,
+                OPEN_PORTS: [...rules.openPorts],
+                CLOSED_PORTS: [...rules.closedPorts],
+                MARKER: rules.marker,
+                REVISION: rules.revision,
             });
-        return hostCommand(
-            config.commandRunner,
-            `${node.nodeName}-firewall`,
+        this.rules = hostCommand(
+            args.runner,
+            name,
             // A node without its rules (rebooted) has a new revision: the rules are applied again.
-            { connection: node.connection, create: vars("apply"), delete: vars("remove"), triggers: [revisions[node.nodeName] ?? ""] },
-            { parent: node },
+            { connection: args.node.connection, create: program("apply"), delete: program("remove"), triggers: [rules.revision] },
+            // The step was a child of the node before this component was: the same resource.
+            { parent: this, aliases: opts?.parent ? [{ parent: opts.parent }] : [] },
         ).resource;
-    });
+        this.registerOutputs({});
+    }
 }

@@ -10,11 +10,13 @@
  * container through the environment, never a command line.
  */
 import * as pulumi from "@pulumi/pulumi";
-import { FleetConfig } from "../infra/core/config";
-import { ModelDirFacts, NodeFacts, parseModelDir, splitSections } from "../infra/core/facts";
-import { hostCommand } from "./hostCommand";
-import { SparkNode } from "./sparkNode";
+import { ModelDirFacts, parseModelDir, splitSections } from "../infra/core/facts";
+import { CommandRunner, hostCommand } from "./hostCommand";
+import { NodeAccess } from "./sparkNode";
 import { scriptProgram } from "./shell";
+
+/** The download (hub-download.sh), with what it uses. */
+export const HUB_DOWNLOAD = ["model-list", "docker-state", "hub-download"];
 
 /** The model directory a download step reports (its `model` and `model-config` sections). */
 export function downloadedModel(stdout: string): ModelDirFacts {
@@ -22,59 +24,56 @@ export function downloadedModel(stdout: string): ModelDirFacts {
     return { ...parseModelDir(sections.get("model") ?? ""), configJson: sections.get("model-config") || undefined };
 }
 
-/** The download step on `head` and the first node's model directory as it left it. */
-export interface HubDownload {
-    readonly resource: pulumi.Resource;
+export interface HubDownloadArgs {
+    /** The first node: the download happens there. */
+    readonly node: NodeAccess;
+    /** The repo, its commit, and the Hub's address (none: huggingface.co). */
+    readonly hub: { readonly repo: string; readonly revision: string; readonly endpoint?: string };
+    readonly modelPath: string;
+    /** The serving image, which runs the download. */
+    readonly image: string;
+    /** The image's id on the node as delivery left it: the step runs that image, so it waits for it. */
+    readonly imageId: pulumi.Input<string>;
+    /** The secret `vllm-fleet:hfToken`, when set (a gated or private repo). */
+    readonly hfToken?: pulumi.Input<string>;
+    readonly runner: CommandRunner;
+}
+
+/** The download of the model on the first node. */
+export class HubDownload extends pulumi.ComponentResource {
     /** The model directory on the first node after the download. */
-    readonly model: pulumi.Output<ModelDirFacts>;
+    public readonly model: pulumi.Output<ModelDirFacts>;
     /** `hub-present|hub-downloaded <repo>@<revision> ...`: what the step did. */
-    readonly summary: pulumi.Output<string>;
-}
+    public readonly summary: pulumi.Output<string>;
 
-/**
- * Registers the download of `config.model.hub` on `head` (the first node). `hfToken` is the secret
- * `vllm-fleet:hfToken`, when set.
- */
-export function hubDownload(config: FleetConfig, head: SparkNode, hfToken: pulumi.Output<string> | undefined, opts: pulumi.CustomResourceOptions): HubDownload {
-    const hub = config.model.hub;
-    if (!hub) {
-        throw new Error("hubDownload: model.source is not hub");
+    constructor(name: string, args: HubDownloadArgs, opts?: pulumi.ComponentResourceOptions) {
+        super("vllm-fleet:model:HubDownload", name, {}, opts);
+        const { hub } = args;
+        const token = pulumi.output(args.hfToken ?? "");
+        const command = hostCommand(
+            args.runner,
+            `${name}-download`,
+            {
+                connection: args.node.connection,
+                create: token.apply((value) =>
+                    scriptProgram(HUB_DOWNLOAD, {
+                        IMAGE: args.image,
+                        MODEL_PATH: args.modelPath,
+                        REPO: hub.repo,
+                        REVISION: hub.revision,
+                        HUB_ENDPOINT: hub.endpoint ?? "",
+                        SECRET_ENV: value ? [`HF_TOKEN=${value}`] : [],
+                    }),
+                ),
+                // Another commit, repo or Hub downloads again (into the same directory: what is there is
+                // kept where it matches); so does a new image (it finds the marker).
+                triggers: [hub.repo, hub.revision, hub.endpoint ?? "", args.modelPath, args.imageId],
+            },
+            // The step was a child of the node before this component was: the same resource.
+            { parent: this, aliases: opts?.parent ? [{ parent: opts.parent }] : [] },
+        );
+        this.summary = command.stdout.apply((stdout) => /^hub-(?:present|downloaded) .*$/m.exec(stdout)?.[0] ?? "");
+        this.model = command.stdout.apply(downloadedModel);
+        this.registerOutputs({ model: this.model, summary: this.summary });
     }
-    const token = hfToken ?? pulumi.output("");
-    const command = hostCommand(
-        config.commandRunner,
-        `${head.nodeName}-hub-download`,
-        {
-            connection: head.connection,
-            create: token.apply((value) =>
-                scriptProgram(["model-list", "docker-state", "hub-download"], {
-                    IMAGE: config.image.name,
-                    MODEL_PATH: config.model.path,
-                    REPO: hub.repo,
-                    REVISION: hub.revision,
-                    HUB_ENDPOINT: hub.endpoint ?? "",
-                    SECRET_ENV: value ? [`HF_TOKEN=${value}`] : [],
-                }),
-            ),
-            // Another commit, repo or Hub downloads again (into the same directory: what is there is kept
-            // where it matches). The image's id, as the first node has it after a pull or copy: the
-            // step runs that image, so it waits for its delivery (a new image finds the marker).
-            triggers: [hub.repo, hub.revision, hub.endpoint ?? "", config.model.path, head.facts.apply((facts) => facts.imageId ?? "")],
-        },
-        opts,
-    );
-    const summary = command.stdout.apply((stdout) => /^hub-(?:present|downloaded) .*$/m.exec(stdout)?.[0] ?? "");
-    return { resource: command.resource, model: command.stdout.apply(downloadedModel), summary };
-}
-
-/**
- * `node` as the steps after the download see it: its facts with the model directory the download
- * left (the read at the start of the run saw it before). A view, not a new node: everything else is
- * the node's own.
- */
-export function withModel(node: SparkNode, model: pulumi.Output<ModelDirFacts>): SparkNode {
-    const facts: pulumi.Output<NodeFacts> = pulumi.all([node.facts, model]).apply(([own, listing]) => ({ ...own, model: listing }));
-    const view = Object.create(node) as SparkNode;
-    Object.defineProperty(view, "facts", { value: facts, enumerable: true });
-    return view;
 }

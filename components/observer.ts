@@ -8,9 +8,9 @@
 import { spawn } from "child_process";
 import { FleetConfig, FleetNode } from "../infra/core/config";
 import { FleetError } from "../infra/core/errors";
-import { NodeObservation, parseObservation, servingContainerOf } from "../infra/core/observe";
-import { SERVING_CONTAINERS, WATCHDOG_CONTAINER } from "../infra/core/plan";
-import { firewallMarker } from "./firewall";
+import { ServiceContainers, servingContainer } from "../infra/core/names";
+import { NodeObservation, parseObservation } from "../infra/core/observe";
+import { firewallMarker } from "../infra/core/plan";
 import { programsOnStdin, runFromStdin, scriptProgram } from "./shell";
 import { overSharedConnection, sshArgs, writeSshFiles } from "./ssh";
 
@@ -22,22 +22,24 @@ export interface ObserverSecrets {
     readonly privateKey: string;
     readonly privateKeyPath?: string;
     readonly stack: string;
+    /** The names of the stack's containers (infra/core/names.ts). */
+    readonly containers: ServiceContainers;
 }
 
 /** The read-only program run on node `index` (with `rayNodes`, the head also lists Ray's nodes). */
-export function observeProgram(config: FleetConfig, stack: string, index: number, rayNodes = false): string {
-    const serving = servingContainerOf(config);
+export function observeProgram(config: FleetConfig, stack: string, containers: ServiceContainers, index: number, rayNodes = false): string {
+    const serving = servingContainer(containers, config.executor);
     return scriptProgram(["model-list", "probe", "live"], {
         IMAGE: config.image.name,
         MODEL_PATH: config.model.path,
         STACK: stack,
-        OWN_NAMES: [...SERVING_CONTAINERS, WATCHDOG_CONTAINER],
+        OWN_NAMES: [containers.ray, containers.vllm, containers.watchdog],
         SERVING_CONTAINER: serving,
         SERVE_IN_CONTAINER: config.executor === "ray" && index === 0 ? "yes" : "no",
         ENDPOINT: index === 0 ? "yes" : "no",
         PORT: config.vllm.port,
         SERVED_NAME: config.model.servedName,
-        WATCHDOG_CONTAINER: index === 0 ? WATCHDOG_CONTAINER : "",
+        WATCHDOG_CONTAINER: index === 0 ? containers.watchdog : "",
         RAY_NODES: rayNodes && config.executor === "ray" && index === 0 ? "yes" : "no",
         FIREWALL_MARKER: config.security.firewall ? firewallMarker(stack) : "",
     });
@@ -97,7 +99,7 @@ export const observeOverSsh: Observer = async (config, secrets, options = {}) =>
         config.nodes.map(async (node, index) => {
             const target = { ...node, connectTimeoutSeconds: config.timeouts.sshConnectSeconds };
             const files = writeSshFiles(secrets.stack, { ...target, node: node.name }, secrets.privateKey, secrets.privateKeyPath);
-            const input = programsOnStdin({ create: observeProgram(config, secrets.stack, index, options.rayNodes) });
+            const input = programsOnStdin({ create: observeProgram(config, secrets.stack, secrets.containers, index, options.rayNodes) });
             const timeout = config.timeouts.sshConnectSeconds * 2 + 90;
             // Over the node's shared connection, which the steps of this run use next.
             const outcome = await overSharedConnection(target, secrets.privateKey, (extra) =>

@@ -1,32 +1,32 @@
+/**
+ * A Ray cluster across a service's nodes (`ray` executor): a head container on the first node and a
+ * worker container on each other node, each pinned to its node's fabric address (the specs come
+ * from the plan, infra/core/plan). Ready only when Ray itself reports every node under its fabric
+ * address and every GPU.
+ */
 import * as pulumi from "@pulumi/pulumi";
-import { FleetConfig } from "../infra/core/config";
-import { PlannedNode, RAY_CONTAINER, SERVING_CONTAINERS, gpusNeeded, rayContainerSpec } from "../infra/core/plan";
-import { realizeContainer, servingContainerName } from "./container";
-import { hostCommand } from "./hostCommand";
-import { SparkNode } from "./sparkNode";
+import { RayPlan, joinedTo, withEnv } from "../infra/core/plan";
+import { realizeContainer } from "./container";
+import { ComponentError } from "./errors";
+import { CommandRunner, hostCommand } from "./hostCommand";
+import { NodeAccess } from "./sparkNode";
 import { scriptProgram } from "./shell";
 
 export interface RayClusterArgs {
-    readonly config: FleetConfig;
-    /** The stack name, put on every container as a label. */
-    readonly stack: string;
-    /** The nodes; the first one is the head. */
-    readonly nodes: readonly SparkNode[];
-    /** The nodes as planned (after preflight), see planFleet. */
-    readonly planned: pulumi.Output<PlannedNode[]>;
-    /** Each node's container revision, by node name (infra/core/observe.ts: a dead container gets a new one). */
-    readonly revisions: Readonly<Record<string, string>>;
+    /** The nodes, in the plan's order; the first one is the head. */
+    readonly nodes: readonly NodeAccess[];
+    /** The cluster as planned: containers, head address, what readiness means. */
+    readonly plan: RayPlan;
+    /** Resolves once the nodes passed preflight: no container starts before. */
+    readonly gate: pulumi.Input<unknown>;
     /** The cluster's token (Ray token authentication), a secret: every node and every driver uses it. */
     readonly rayToken: pulumi.Output<string>;
-    /** What must be done before the head container starts (the check of the serve arguments). */
+    readonly runner: CommandRunner;
+    readonly containerDriver: "docker" | "ssh";
+    /** What must be done before the head container starts (the check of the serve arguments, the firewall). */
     readonly after?: readonly pulumi.Resource[];
 }
 
-/**
- * A Ray cluster across the nodes: a head container on node 0 and a worker container on each other
- * node, built from one ContainerSpec each, every one pinned to its node's fabric address. Ready only
- * when Ray itself reports every node under its fabric address and every GPU.
- */
 export class RayCluster extends pulumi.ComponentResource {
     /** `fabric-ip:port` of the head. */
     public readonly headAddress: pulumi.Output<string>;
@@ -37,51 +37,42 @@ export class RayCluster extends pulumi.ComponentResource {
 
     constructor(name: string, args: RayClusterArgs, opts?: pulumi.ComponentResourceOptions) {
         super("vllm-fleet:ray:RayCluster", name, {}, opts);
-        const { config, nodes } = args;
-        if (nodes.length === 0) {
-            throw new Error("a Ray cluster needs at least one node");
+        const { plan, nodes } = args;
+        if (nodes.length === 0 || nodes.length !== plan.nodes.length) {
+            throw new ComponentError(`a Ray cluster needs its nodes as planned (${plan.nodes.length}), got ${nodes.length}`, this);
         }
-
-        const planned = args.planned;
-        const headIp = planned.apply((list) => list[0].fabric.ip);
-        this.headAddress = pulumi.interpolate`${headIp}:${config.ray.port}`;
+        this.headAddress = pulumi.output(plan.headAddress);
+        const gated = pulumi.all([args.gate, args.rayToken]).apply(([, token]) => token);
 
         const joined: pulumi.Resource[] = [];
         const revisions: pulumi.Output<string>[] = [];
         let headContainerId: pulumi.Output<string> | undefined;
         nodes.forEach((node, index) => {
+            const planned = plan.nodes[index];
+            const role = index === 0 ? "head" : "worker";
+            // A worker's spec holds its head's container id: it is created after the head's
+            // `docker run` and replaced whenever the head is (containers.ts joinedTo); its
+            // `ray start` retries the head while that boots, so the two still boot side by side.
             const spec =
                 index === 0
-                    ? pulumi.all([planned, args.rayToken]).apply(([list, token]) => rayContainerSpec(config, args.stack, list, 0, args.revisions[node.nodeName], token))
-                    : pulumi
-                          .all([planned, args.rayToken, headContainerId!])
-                          .apply(([list, token, headId]) => rayContainerSpec(config, args.stack, list, index, args.revisions[node.nodeName], token, headId));
-            // A worker's spec holds its head's container id: it is created after the head's
-            // `docker run` and replaced whenever the head is (see rayContainerSpec); its `ray start`
-            // retries the head while that boots, so the two still boot side by side.
+                    ? gated.apply((token) => withEnv(planned.spec, { RAY_AUTH_TOKEN: token }))
+                    : pulumi.all([gated, headContainerId!]).apply(([token, headId]) => joinedTo(withEnv(planned.spec, { RAY_AUTH_TOKEN: token }), planned.node, headId));
             const container = realizeContainer(
-                config.containerDriver,
-                config.commandRunner,
-                servingContainerName("ray", node.nodeName, index),
+                args.containerDriver,
+                args.runner,
+                `${name}-${node.nodeName}-ray-${role}`,
                 node,
                 spec,
                 { parent: this, dependsOn: index === 0 ? [...(args.after ?? [])] : [] },
                 // The join wait below watches the container.
-                { removeFirst: SERVING_CONTAINERS, watchSeconds: 0 },
+                { removeFirst: plan.removeFirst, watchSeconds: 0 },
             );
             const join = hostCommand(
-                config.commandRunner,
+                args.runner,
                 `${name}-${node.nodeName}-ray-joined`,
                 {
                     connection: node.connection,
-                    create: pulumi.all([planned, this.headAddress]).apply(([list, address]) =>
-                        scriptProgram("ray-wait-node", {
-                            CONTAINER: RAY_CONTAINER,
-                            NODE_IP: list[index].fabric.ip,
-                            ADDRESS: address,
-                            TIMEOUT: config.timeouts.rayReadySeconds,
-                        }),
-                    ),
+                    create: scriptProgram("ray-wait-node", { CONTAINER: plan.container, NODE_IP: planned.fabricIp, ADDRESS: plan.headAddress, TIMEOUT: plan.timeoutSeconds }),
                     triggers: [container.revision],
                 },
                 { parent: this, dependsOn: [container.resource] },
@@ -94,19 +85,17 @@ export class RayCluster extends pulumi.ComponentResource {
         });
 
         const gate = hostCommand(
-            config.commandRunner,
+            args.runner,
             `${name}-ready`,
             {
                 connection: nodes[0].connection,
-                create: pulumi.all([planned, this.headAddress]).apply(([list, address]) =>
-                    scriptProgram("ray-ready", {
-                        CONTAINER: RAY_CONTAINER,
-                        ADDRESS: address,
-                        EXPECTED_IPS: list.map((node) => node.fabric.ip),
-                        EXPECTED_GPUS: gpusNeeded(config),
-                        TIMEOUT: config.timeouts.rayReadySeconds,
-                    }),
-                ),
+                create: scriptProgram("ray-ready", {
+                    CONTAINER: plan.container,
+                    ADDRESS: plan.headAddress,
+                    EXPECTED_IPS: [...plan.expectedIps],
+                    EXPECTED_GPUS: plan.expectedGpus,
+                    TIMEOUT: plan.timeoutSeconds,
+                }),
                 triggers: revisions,
             },
             { parent: this, dependsOn: joined },

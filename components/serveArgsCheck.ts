@@ -5,71 +5,57 @@
  * in a container that exits at start. It runs again when the image or the arguments change.
  */
 import * as pulumi from "@pulumi/pulumi";
-import { FleetConfig } from "../infra/core/config";
-import { hostCommand } from "./hostCommand";
-import { SparkNode } from "./sparkNode";
-import { servingContainerOf } from "../infra/core/observe";
+import { ArgsCheckPlan } from "../infra/core/plan";
+import { CommandRunner, hostCommand } from "./hostCommand";
+import { NodeAccess } from "./sparkNode";
 import { scriptProgram } from "./shell";
 
 /** The check of the serve arguments (vllm-args-check.sh), with what it uses. */
 export const ARGS_CHECK = ["docker-state", "vllm-args-check"];
 
-/** The flags vllm-fleet writes from config keys, and the words vLLM's refusals use for them. */
-const FLAG_KEYS: readonly (readonly [string, string])[] = [
-    ["--reasoning-parser", "vllm.reasoningParser"],
-    ["reasoning parser", "vllm.reasoningParser"],
-    ["--tool-call-parser", "vllm.toolCallParser"],
-    ["tool call parser", "vllm.toolCallParser"],
-    ["--enable-auto-tool-choice", "vllm.enableAutoToolChoice"],
-    ["--max-model-len", "vllm.maxModelLen"],
-    ["--gpu-memory-utilization", "vllm.gpuMemoryUtilization"],
-    ["--tensor-parallel-size", "parallelism.tensor"],
-    ["--pipeline-parallel-size", "parallelism.pipeline"],
-    ["--served-model-name", "model.servedName"],
-    ["--trust-remote-code", "vllm.trustRemoteCode"],
-];
-
-/** `<text>|<key>` pairs for the check: the fixed flags, and each flag of `vllm.extraArgs`. */
-export function flagKeys(config: FleetConfig): string[] {
-    const extra = config.vllm.extraArgs
-        .filter((arg) => arg.startsWith("-"))
-        .map((arg) => arg.split("=")[0])
-        .map((flag) => `${flag}|vllm.extraArgs`);
-    return [...FLAG_KEYS.map(([text, key]) => `${text}|${key}`), ...extra];
+export interface ServeArgsCheckArgs {
+    /** The first node: the check runs there. */
+    readonly node: NodeAccess;
+    /** What to check, and the keys behind the flags (infra/core/plan); known once preflight passed. */
+    readonly check: pulumi.Input<ArgsCheckPlan>;
+    /** The image's id on the node: a new image is checked again (the arguments are in the program). */
+    readonly imageId: pulumi.Input<string>;
+    readonly runner: CommandRunner;
 }
 
-/** Registers the check on `head`; `argv` are the arguments of `vllm` on the first node (`serve` first). */
-export function serveArgsCheck(
-    name: string,
-    config: FleetConfig,
-    head: SparkNode,
-    argv: pulumi.Input<string[]>,
-    opts: pulumi.CustomResourceOptions,
-): pulumi.Resource {
-    const check = hostCommand(
-        config.commandRunner,
-        name,
-        {
-            connection: head.connection,
-            create: pulumi.output(argv).apply((args) =>
-                scriptProgram(ARGS_CHECK, {
-                    IMAGE: config.image.name,
-                    CONTAINER: servingContainerOf(config),
-                    SERVE_ARGS: args,
-                    FLAG_KEYS: flagKeys(config),
-                    TIMEOUT: 600,
-                }),
-            ),
-            // The image's id, so a new image is checked again (the arguments are in the program).
-            triggers: [head.facts.apply((facts) => facts.imageId ?? "")],
-        },
-        opts,
-    );
-    check.stdout.apply((stdout) => {
-        const unchecked = /^unchecked: (.*)$/m.exec(stdout);
-        if (unchecked) {
-            pulumi.log.warn(`the serve arguments were not checked with the image's vLLM: ${unchecked[1]}`);
-        }
-    });
-    return check.resource;
+/** The check; what starts Ray or vLLM goes after it. */
+export class ServeArgsCheck extends pulumi.ComponentResource {
+    /** The step that runs the check. */
+    public readonly check: pulumi.Resource;
+
+    constructor(name: string, args: ServeArgsCheckArgs, opts?: pulumi.ComponentResourceOptions) {
+        super("vllm-fleet:vllm:ServeArgsCheck", name, {}, opts);
+        const command = hostCommand(
+            args.runner,
+            name,
+            {
+                connection: args.node.connection,
+                create: pulumi.output(args.check).apply((check) =>
+                    scriptProgram(ARGS_CHECK, {
+                        IMAGE: check.image,
+                        CONTAINER: check.container,
+                        SERVE_ARGS: [...check.argv],
+                        FLAG_KEYS: [...check.flagKeys],
+                        TIMEOUT: check.timeoutSeconds,
+                    }),
+                ),
+                triggers: [args.imageId],
+            },
+            // The step was a child of the node before this component was: the same resource.
+            { parent: this, aliases: opts?.parent ? [{ parent: opts.parent }] : [] },
+        );
+        command.stdout.apply((stdout) => {
+            const unchecked = /^unchecked: (.*)$/m.exec(stdout);
+            if (unchecked) {
+                pulumi.log.warn(`the serve arguments were not checked with the image's vLLM: ${unchecked[1]}`, this);
+            }
+        });
+        this.check = command.resource;
+        this.registerOutputs({});
+    }
 }

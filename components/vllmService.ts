@@ -1,61 +1,44 @@
-import * as pulumi from "@pulumi/pulumi";
-import { FleetConfig } from "../infra/core/config";
-import { Reconciliation } from "../infra/core/observe";
-import {
-    NODE_LOCAL_ENV,
-    PlannedNode,
-    RAY_CONTAINER,
-    RAY_HEAD_VLLM_CONFIG_ROOT,
-    RAY_SERVE_ARGS_FILE,
-    RAY_SERVE_LOG,
-    SERVING_CONTAINERS,
-    VLLM_CONTAINER,
-    apiBindAddress,
-    apiProbeAddress,
-    mpRankSpec,
-    transportHint,
-    transportPolicy,
-    vllmServeArgs,
-    watchdogSpec,
-} from "../infra/core/plan";
-import { realizeContainer, servingContainerName } from "./container";
-import { hostCommand } from "./hostCommand";
-import { RayCluster } from "./rayCluster";
-import { SparkNode } from "./sparkNode";
-import { readScript, scriptProgram } from "./shell";
-
-/** The programs that start and stop `vllm serve` in the Ray head (vllm-start.sh, vllm-stop.sh), with what they use. */
-export const VLLM_START = ["docker-state", "vllm-stop", "vllm-start"];
-export const VLLM_STOP = ["docker-state", "vllm-stop"];
-/** The fabric check (nccl-transport.sh), with what it uses. */
-export const NCCL_TRANSPORT = ["docker-state", "nccl-transport"];
-
-export interface VllmServiceArgs {
-    readonly config: FleetConfig;
-    /** The stack name, put on the containers as a label. */
-    readonly stack: string;
-    /** Every node; the first one serves the API. */
-    readonly nodes: readonly SparkNode[];
-    /** The nodes as planned (after preflight), see planFleet. */
-    readonly planned: pulumi.Output<PlannedNode[]>;
-    /** The Ray cluster to serve on (`ray` executor); absent with `mp`. */
-    readonly ray?: RayCluster;
-    /** vLLM's API key (a secret); none: the endpoint is open. */
-    readonly apiKey?: pulumi.Input<string>;
-    /** What this run's read of the hosts decided (infra/core/observe.ts). */
-    readonly reconciliation: Pick<Reconciliation, "revisions" | "serveToken" | "watchdogRevision">;
-    /** What must be done before vLLM starts (the check of the serve arguments). */
-    readonly after?: readonly pulumi.Resource[];
-}
-
 /**
- * `vllm serve` across the nodes, ready when /v1/models lists the model and a completion answers.
+ * `vllm serve` across a service's nodes, ready when /v1/models lists the model and a completion
+ * answers; then each node's NCCL transport read, and the watchdog started.
  *
  * - `ray` executor: one `vllm serve` in the Ray head container; changing only vLLM settings restarts
  *   only it, the Ray containers stay as they are.
  * - `mp` executor (vLLM's native multi-node): a container per node, rank 0 on the first node serving
  *   the API, headless ranks on the others, rendezvousing over the fabric.
  */
+import * as pulumi from "@pulumi/pulumi";
+import { VllmPlan, withEnv } from "../infra/core/plan";
+import { realizeContainer } from "./container";
+import { ComponentError } from "./errors";
+import { CommandRunner, hostCommand } from "./hostCommand";
+import { RayCluster } from "./rayCluster";
+import { NodeAccess } from "./sparkNode";
+import { scriptProgram } from "./shell";
+
+/** The start and the stop of `vllm serve` in the Ray head (vllm-start.sh, vllm-stop.sh), with what they use. */
+export const VLLM_START = ["docker-state", "vllm-stop", "vllm-start"];
+export const VLLM_STOP = ["docker-state", "vllm-stop"];
+/** The check of a node's NCCL transport (nccl-transport.sh), with what it uses. */
+export const NCCL_TRANSPORT = ["docker-state", "nccl-transport"];
+
+export interface VllmServiceArgs {
+    /** The service's nodes, in the plan's order; the first one serves the API. */
+    readonly nodes: readonly NodeAccess[];
+    /** vLLM as planned: how it starts, where it answers, what the checks look for. */
+    readonly plan: VllmPlan;
+    /** Resolves once the nodes passed preflight: nothing starts before. */
+    readonly gate: pulumi.Input<unknown>;
+    /** The Ray cluster to serve on (`ray` executor); absent with `mp`. */
+    readonly ray?: RayCluster;
+    /** vLLM's API key (a secret); none: the endpoint is open. */
+    readonly apiKey?: pulumi.Input<string>;
+    readonly runner: CommandRunner;
+    readonly containerDriver: "docker" | "ssh";
+    /** What must be done before vLLM starts (the check of the serve arguments, the firewall). */
+    readonly after?: readonly pulumi.Resource[];
+}
+
 export class VllmService extends pulumi.ComponentResource {
     /** The OpenAI-compatible endpoint, e.g. http://10.1.230.180:30000/v1. */
     public readonly endpoint: pulumi.Output<string>;
@@ -68,114 +51,97 @@ export class VllmService extends pulumi.ComponentResource {
 
     constructor(name: string, args: VllmServiceArgs, opts?: pulumi.ComponentResourceOptions) {
         super("vllm-fleet:vllm:VllmService", name, {}, opts);
-        const { config } = args;
-        const head = args.nodes[0];
-        const apiKey = pulumi.output(args.apiKey ?? "");
-        const ready = (container: string, logFile: string) =>
-            pulumi.all([apiKey, args.planned]).apply(([key, planned]) =>
-                scriptProgram("vllm-ready", {
-                    CONTAINER: container,
-                    HOST: apiProbeAddress(config, planned[0]),
-                    PORT: config.vllm.port,
-                    SERVED_NAME: config.model.servedName,
-                    TIMEOUT: config.timeouts.vllmReadySeconds,
-                    API_KEY: key,
-                    LOG_FILE: logFile,
-                }),
-            );
+        const { plan, nodes } = args;
+        const head = nodes[0];
+        // The API key once the nodes passed preflight: every program and spec below waits for it.
+        const apiKey = pulumi.all([args.gate, args.apiKey ?? ""]).apply(([, key]) => key);
+        const ready = apiKey.apply((key) =>
+            scriptProgram("vllm-ready", {
+                CONTAINER: plan.ready.container,
+                HOST: plan.ready.host,
+                PORT: plan.ready.port,
+                SERVED_NAME: plan.ready.servedName,
+                TIMEOUT: plan.ready.timeoutSeconds,
+                API_KEY: key,
+                LOG_FILE: plan.ready.logFile,
+            }),
+        );
 
         let gateStdout: pulumi.Output<string>;
         let served: pulumi.Resource;
-        if (config.executor === "ray") {
+        if (plan.serve) {
+            const serve = plan.serve;
             if (!args.ray) {
-                throw new Error("the ray executor needs a Ray cluster");
+                throw new ComponentError("the ray executor needs a Ray cluster", this);
             }
-            const start = pulumi.all([apiKey, args.planned, ready(RAY_CONTAINER, RAY_SERVE_LOG)]).apply(([key, planned, waitProgram]) => {
-                const serveArgs = vllmServeArgs(config, apiBindAddress(config, planned[0]));
-                return [
+            const start = pulumi.all([apiKey, ready]).apply(([key, waitProgram]) =>
+                [
                     scriptProgram(VLLM_START, {
-                        CONTAINER: RAY_CONTAINER,
-                        SERVE_ARGS: serveArgs,
-                        SERVE_ARGS_JSON: JSON.stringify(serveArgs),
-                        ARGS_FILE: RAY_SERVE_ARGS_FILE,
+                        CONTAINER: serve.container,
+                        SERVE_ARGS: [...serve.args],
+                        SERVE_ARGS_JSON: JSON.stringify(serve.args),
+                        ARGS_FILE: serve.argsFile,
                         API_KEY: key,
-                        LOG_FILE: RAY_SERVE_LOG,
+                        LOG_FILE: serve.logFile,
                         // A new token (vllm serve found dead, or the endpoint not answering) changes
-                        // this program, so the next up starts vllm serve again (infra/core/observe.ts).
-                        TOKEN: args.reconciliation.serveToken,
-                        CONFIG_ROOT: RAY_HEAD_VLLM_CONFIG_ROOT,
-                        NON_CARRY_OVER: JSON.stringify(NODE_LOCAL_ENV),
+                        // this program, so the next up starts vllm serve again (infra/core/reconcile.ts).
+                        TOKEN: serve.token,
+                        CONFIG_ROOT: serve.configRoot,
+                        NON_CARRY_OVER: JSON.stringify(serve.nonCarryOver),
                     }),
                     waitProgram,
-                ].join("\n");
-            });
-            const serve = hostCommand(
-                config.commandRunner,
+                ].join("\n"),
+            );
+            const command = hostCommand(
+                args.runner,
                 `${name}-serve`,
                 {
                     connection: head.connection,
                     create: start,
                     update: start,
-                    delete: `${scriptProgram(VLLM_STOP, { CONTAINER: RAY_CONTAINER })}\nstop_vllm_serve "$CONTAINER"`,
+                    delete: `${scriptProgram(VLLM_STOP, { CONTAINER: serve.container })}\nstop_vllm_serve "$CONTAINER"`,
                     // A rebuilt Ray cluster needs a new server; a changed vLLM setting only a restart.
                     triggers: [args.ray.revision],
                 },
                 { parent: this, dependsOn: [args.ray] },
             );
-            gateStdout = serve.stdout;
-            served = serve.resource;
+            gateStdout = command.stdout;
+            served = command.resource;
         } else {
+            const ranks = plan.ranks ?? [];
             const revisions: pulumi.Output<string>[] = [];
             const containers: pulumi.Resource[] = [];
-            args.nodes.forEach((node, index) => {
-                const spec = pulumi.all([args.planned, apiKey]).apply(([planned, key]) => {
-                    const rank = mpRankSpec(config, args.stack, planned, index, args.reconciliation.revisions[node.nodeName]);
-                    return key ? { ...rank, env: { ...rank.env, VLLM_API_KEY: key } } : rank;
-                });
+            nodes.forEach((node, index) => {
+                const rank = ranks[index];
+                const spec = apiKey.apply((key) => (key ? withEnv(rank.spec, { VLLM_API_KEY: key }) : rank.spec));
                 const container = realizeContainer(
-                    config.containerDriver,
-                    config.commandRunner,
-                    servingContainerName("mp", node.nodeName, index),
+                    args.containerDriver,
+                    args.runner,
+                    `${name}-${node.nodeName}-rank${index}`,
                     node,
                     spec,
                     { parent: this, dependsOn: [...(args.after ?? [])] },
                     // Nothing else watches a headless rank on its node: it must stay up a moment.
-                    { removeFirst: SERVING_CONTAINERS, watchSeconds: 2 },
+                    { removeFirst: plan.removeFirst, watchSeconds: 2 },
                 );
                 revisions.push(container.revision);
                 containers.push(container.resource);
             });
-            const gate = hostCommand(
-                config.commandRunner,
-                `${name}-ready`,
-                {
-                    connection: head.connection,
-                    create: ready(VLLM_CONTAINER, ""),
-                    triggers: revisions,
-                },
-                { parent: this, dependsOn: containers },
-            );
+            const gate = hostCommand(args.runner, `${name}-ready`, { connection: head.connection, create: ready, triggers: revisions }, { parent: this, dependsOn: containers });
             gateStdout = gate.stdout;
             served = gate.resource;
         }
 
         // The fabric check: which transport each node's rank chose, once vLLM serves; it runs again
         // whenever the gate does (its output, a fresh completion, changes then).
-        const transports = args.nodes.map((node, index) => {
+        const transports = nodes.map((node, index) => {
+            const fabric = plan.fabricChecks[index];
             const check = hostCommand(
-                config.commandRunner,
+                args.runner,
                 `${name}-fabric-${node.nodeName}`,
                 {
                     connection: node.connection,
-                    create: args.planned.apply((planned) =>
-                        scriptProgram(NCCL_TRANSPORT, {
-                            NODE: node.nodeName,
-                            CONTAINER: config.executor === "ray" ? RAY_CONTAINER : VLLM_CONTAINER,
-                            EXECUTOR: config.executor,
-                            POLICY: transportPolicy(config, planned[index]),
-                            HINT: transportHint(config, planned[index]),
-                        }),
-                    ),
+                    create: scriptProgram(NCCL_TRANSPORT, { NODE: node.nodeName, CONTAINER: fabric.container, EXECUTOR: fabric.executor, POLICY: fabric.policy, HINT: fabric.hint }),
                     triggers: [gateStdout],
                 },
                 { parent: this, dependsOn: [served] },
@@ -199,25 +165,18 @@ export class VllmService extends pulumi.ComponentResource {
         });
         this.fabricTransport = pulumi.all(transports).apply((pairs) => Object.fromEntries(pairs));
 
-        if (config.supervision.watchdog) {
+        if (plan.watchdog) {
             // Started once vLLM serves (it must not race the first start). A restart of vLLM pauses
             // it (vllm-start.sh: it would start a server of its own in the gap); it takes the serve
             // arguments from the Ray head at each start of its own, so a change of them alone
             // leaves it running.
-            const spec = pulumi.all([apiKey, args.planned]).apply(([key, planned]) => {
-                const watchdog = watchdogSpec(config, args.stack, readScript("watchdog.py"), args.reconciliation.watchdogRevision, planned[0]);
-                return key ? { ...watchdog, env: { ...watchdog.env, VLLM_API_KEY: key } } : watchdog;
-            });
-            realizeContainer(config.containerDriver, config.commandRunner, `${name}-watchdog`, head, spec, { parent: this, dependsOn: [served] }, { watchSeconds: 0 });
+            const watchdog = plan.watchdog;
+            const spec = apiKey.apply((key) => (key ? withEnv(watchdog, { VLLM_API_KEY: key }) : watchdog));
+            realizeContainer(args.containerDriver, args.runner, `${name}-watchdog`, head, spec, { parent: this, dependsOn: [served] }, { watchSeconds: 0 });
         }
 
-        // With vllm.host fabric the API answers on the first node's fabric address only.
-        const hostOf = (address: string) => (address.includes(":") ? `[${address}]` : address);
-        this.endpoint =
-            config.vllm.host === "fabric"
-                ? args.planned.apply((planned) => `http://${planned[0].fabric.ip}:${config.vllm.port}/v1`)
-                : pulumi.output(`http://${hostOf(head.connection.host)}:${config.vllm.port}/v1`);
-        this.modelId = pulumi.output(config.model.servedName);
+        this.endpoint = pulumi.output(plan.endpoint);
+        this.modelId = pulumi.output(plan.modelId);
         this.completion = gateStdout.apply((stdout) => {
             const line = stdout.split("\n").find((text) => text.startsWith("completion "));
             return line ? line.slice("completion ".length) : "";

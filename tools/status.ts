@@ -8,7 +8,8 @@ import { Workspace } from "@pulumi/pulumi/automation";
 import { observeOverSsh } from "../components/observer";
 import { CONFIG_KEYS, CONFIG_NAMESPACE, parseFleetConfig } from "../infra/core/config";
 import { findProjectRoot } from "../infra/core/project";
-import { rawConfigValues, resolvePrivateKeyText } from "../infra/program";
+import { rawConfigValues, resolvePrivateKeyText } from "../infra/core/config/stackValues";
+import { DEFAULT_CONTAINERS } from "../infra/core/names";
 import { runCommand } from "./command";
 import { projectStack } from "./stack";
 import { StatusReport, statusReport } from "./statusReport";
@@ -21,7 +22,7 @@ export async function stackStatus(workspace: Workspace, stackName: string): Prom
     const config = parseFleetConfig(raw);
     const secret = values[`${CONFIG_NAMESPACE}:sshPrivateKey`]?.value;
     const { privateKey, privateKeyPath } = resolvePrivateKeyText(config, secret, root);
-    const observations = await observeOverSsh(config, { privateKey, privateKeyPath, stack: stackName }, { rayNodes: true });
+    const observations = await observeOverSsh(config, { privateKey, privateKeyPath, stack: stackName, containers: DEFAULT_CONTAINERS }, { rayNodes: true });
     return statusReport(config, observations);
 }
 

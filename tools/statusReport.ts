@@ -4,9 +4,9 @@
  * vLLM's /health, a completion and the watchdog's last actions. Pure, so it is tested directly.
  */
 import { FleetConfig } from "../infra/core/config";
-import { findFabric } from "../infra/core/facts";
-import { NodeObservation, servingContainerOf } from "../infra/core/observe";
-import { REVISION_LABEL } from "../infra/core/plan";
+import { findFabric } from "../infra/core/fabric";
+import { DEFAULT_CONTAINERS, REVISION_LABEL, ServiceContainers, servingContainer } from "../infra/core/names";
+import { NodeObservation } from "../infra/core/observe";
 
 /** The report and its verdict: serving means every serving container runs and a completion answered. */
 export interface StatusReport {
@@ -38,15 +38,15 @@ export function watchdogLines(json: string | undefined, last = 5): string[] {
 }
 
 /** Formats one read of the fleet. */
-export function statusReport(config: FleetConfig, observations: readonly NodeObservation[]): StatusReport {
-    const serving = servingContainerOf(config);
+export function statusReport(config: FleetConfig, observations: readonly NodeObservation[], containers: ServiceContainers = DEFAULT_CONTAINERS): StatusReport {
+    const serving = servingContainer(containers, config.executor);
     const lines: string[] = [];
     let allRunning = true;
     observations.forEach((observation, index) => {
         const node = config.nodes[index];
         let fabric = "fabric: not found";
         try {
-            const found = findFabric(node.name, observation.facts, config.fabric.subnet);
+            const found = findFabric(node.name, observation.facts, config.fabric.cidr);
             fabric = `fabric ${found.ip} on ${found.interface}`;
         } catch (error) {
             fabric = `fabric: ${(error as Error).message}`;

@@ -25,3 +25,6 @@ export class FleetError extends Error {
         });
     }
 }
+
+/** A finding about the nodes (their facts, compared with one another) that stops the deployment. */
+export class PreflightError extends FleetError {}

@@ -6,7 +6,7 @@
  */
 import { ConfigMap, EngineEvent, Stack, UpResult } from "@pulumi/pulumi/automation";
 import { openStack } from "../automation";
-import { RAY_CONTAINER } from "../../infra/core/plan";
+import { RAY_CONTAINER } from "../../infra/core/names";
 import { formatLoadtestTable } from "../../tools/loadtest/report";
 import { LoadtestReport, runLoadtest } from "../../tools/loadtest/run";
 import { Timeline, buildTimeline } from "../../tools/timeline/criticalPath";

@@ -23,8 +23,12 @@ import * as os from "os";
 import * as path from "path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { EngineEvent, LocalWorkspace, Stack } from "@pulumi/pulumi/automation";
-import { servingContainerName } from "../../components/container";
-import { RAY_CONTAINER, VLLM_CONTAINER } from "../../infra/core/plan";
+import { RAY_CONTAINER, VLLM_CONTAINER } from "../../infra/core/names";
+
+/** The Pulumi name of node `index`'s serving container: the Ray cluster's ("ray") or vLLM's ("vllm") child. */
+function servingContainerName(executor: "ray" | "mp", nodeName: string, index: number): string {
+    return executor === "ray" ? `ray-${nodeName}-ray-${index === 0 ? "head" : "worker"}` : `vllm-${nodeName}-rank${index}`;
+}
 import { findProjectRoot } from "../../infra/core/project";
 import { SimCluster, complete, onNode, putTinyModel, simStackConfig, simUp, tearDown, timer } from "../e2e/simCluster";
 

@@ -16,7 +16,7 @@
 import { execFileSync } from "child_process";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Stack } from "@pulumi/pulumi/automation";
-import { RAY_CONTAINER, VLLM_CONTAINER, WATCHDOG_CONTAINER } from "../../infra/core/plan";
+import { RAY_CONTAINER, VLLM_CONTAINER, WATCHDOG_CONTAINER } from "../../infra/core/names";
 import { SimCluster, SimNode, TINY_MODEL_DIR as MODEL_DIR, complete, onNode, simDeployment, tearDown } from "./simCluster";
 /** Within this a simulated cluster must serve again on its own. */
 const SELF_HEAL_SECONDS = 120;

@@ -5,7 +5,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Stack } from "@pulumi/pulumi/automation";
 import { openStack } from "../automation";
-import { RAY_CONTAINER } from "../../infra/core/plan";
+import { RAY_CONTAINER } from "../../infra/core/names";
 import { SimCluster, TINY_MODEL_DIR as MODEL_DIR, complete, onNode, simDeployment, simStackConfig, tearDown, timer } from "./simCluster";
 const timings: Record<string, number> = {};
 const timed = timer(timings);

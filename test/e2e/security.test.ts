@@ -17,8 +17,8 @@ import * as path from "path";
 import { promisify } from "util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Stack } from "@pulumi/pulumi/automation";
-import { firewallChain, firewallMarker } from "../../components/firewall";
-import { RAY_CONTAINER, VLLM_CONTAINER } from "../../infra/core/plan";
+import { RAY_CONTAINER, VLLM_CONTAINER } from "../../infra/core/names";
+import { firewallChain, firewallMarker } from "../../infra/core/plan";
 import { SimCluster, SimNode, complete, onNode, simDeployment, tearDown } from "./simCluster";
 
 /** Where each node's command lines are sampled while `up` runs. */

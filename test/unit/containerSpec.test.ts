@@ -8,19 +8,27 @@ import {
     toDockerRunArgs,
 } from "../../infra/core/containerSpec";
 import { parseFleetConfig } from "../../infra/core/config";
-import { NODE_LOCAL_ENV, PlannedNode, RAY_HEAD_LABEL, RAY_HEAD_VLLM_CONFIG_ROOT, networkEnv, rayContainerSpec, transportHint, transportPolicy } from "../../infra/core/plan";
+import { DEFAULT_CONTAINERS, RAY_HEAD_LABEL, RAY_HEAD_VLLM_CONFIG_ROOT } from "../../infra/core/names";
+import { FleetConfig } from "../../infra/core/config";
+import { NODE_LOCAL_ENV, PlannedNode, joinedTo, networkEnv, rayContainerSpec, transportHint, transportPolicy, withEnv } from "../../infra/core/plan";
 import { sparkDuo } from "./stacks";
 
 const config = parseFleetConfig(sparkDuo);
 const TOKEN = "0123456789abcdef0123456789abcdef";
+
+/** Node `index`'s Ray container as a component realizes it: the plan's, with the token and (a worker) its head. */
+function raySpec(config: FleetConfig, stack: string, nodes: readonly PlannedNode[], index: number, revision: string, token: string, headId?: string): ContainerSpec {
+    const spec = withEnv(rayContainerSpec({ config, stack, containers: DEFAULT_CONTAINERS }, nodes, index, revision), { RAY_AUTH_TOKEN: token });
+    return index === 0 ? spec : joinedTo(spec, nodes[index].name, headId);
+}
 const planned: PlannedNode[] = [
     { name: "spark1", fabric: { interface: "enp1s0f1np1", ip: "192.168.200.12", hcas: ["rocep1s0f1", "roceP2p1s0f1"], rdmaDevices: ["/dev/infiniband/rdma_cm", "/dev/infiniband/uverbs0"] }, gpus: 1 },
     { name: "spark2", fabric: { interface: "enp1s0f1np1", ip: "192.168.200.13", hcas: ["rocep1s0f1"], rdmaDevices: [] }, gpus: 1 },
 ];
 
 const specs: [string, ContainerSpec][] = [
-    ["the Ray head", rayContainerSpec(config, "spark-duo", planned, 0, "r1", TOKEN)],
-    ["a Ray worker", rayContainerSpec(config, "spark-duo", planned, 1, "r1", TOKEN, "f00d")],
+    ["the Ray head", raySpec(config, "spark-duo", planned, 0, "r1", TOKEN)],
+    ["a Ray worker", raySpec(config, "spark-duo", planned, 1, "r1", TOKEN, "f00d")],
     [
         "a container keeping its image's entrypoint, on a bridge network",
         {
@@ -78,7 +86,7 @@ describe("docker run arguments", () => {
 
     it("run privileged, with no device list, only when the config asks for it", () => {
         const privileged = parseFleetConfig({ ...sparkDuo, container: { privileged: true } });
-        const args = toDockerRunArgs(rayContainerSpec(privileged, "spark-duo", planned, 0, "r1", TOKEN));
+        const args = toDockerRunArgs(raySpec(privileged, "spark-duo", planned, 0, "r1", TOKEN));
         expect(args).toContain("--privileged");
         expect(args).not.toContain("--device");
         expect(args).not.toContain("--cap-add");
@@ -114,7 +122,7 @@ describe("the network pins", () => {
         const differing = Object.keys(networkEnv(planned[0].fabric)).filter((key) => networkEnv(planned[0].fabric)[key] !== networkEnv({ ...planned[1].fabric, interface: "enP2p1s0f1np1", hcas: ["roceP2p1s0f1"] })[key]);
         expect(differing.every((key) => (NODE_LOCAL_ENV as readonly string[]).includes(key))).toBe(true);
         expect(NODE_LOCAL_ENV).toEqual(expect.arrayContaining(["NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "NCCL_IB_HCA", "NCCL_IB_DISABLE", "VLLM_HOST_IP"]));
-        expect(rayContainerSpec(config, "spark-duo", planned, 0, "r1", TOKEN).env.VLLM_CONFIG_ROOT).toBe(RAY_HEAD_VLLM_CONFIG_ROOT);
+        expect(raySpec(config, "spark-duo", planned, 0, "r1", TOKEN).env.VLLM_CONFIG_ROOT).toBe(RAY_HEAD_VLLM_CONFIG_ROOT);
     });
 });
 
@@ -141,13 +149,13 @@ describe("the fabric check's policy", () => {
 
 describe("Ray workers follow their head", () => {
     it("carry the id of the head container they join; the head carries none", () => {
-        expect(rayContainerSpec(config, "spark-duo", planned, 0, "r1", TOKEN).labels[RAY_HEAD_LABEL]).toBeUndefined();
-        expect(rayContainerSpec(config, "spark-duo", planned, 1, "r1", TOKEN, "c0ffee").labels[RAY_HEAD_LABEL]).toBe("c0ffee");
+        expect(raySpec(config, "spark-duo", planned, 0, "r1", TOKEN).labels[RAY_HEAD_LABEL]).toBeUndefined();
+        expect(raySpec(config, "spark-duo", planned, 1, "r1", TOKEN, "c0ffee").labels[RAY_HEAD_LABEL]).toBe("c0ffee");
     });
 
     it("get a new spec (so are replaced) with a new head container, and cannot be planned without one", () => {
-        expect(rayContainerSpec(config, "spark-duo", planned, 1, "r1", TOKEN, "new")).not.toEqual(rayContainerSpec(config, "spark-duo", planned, 1, "r1", TOKEN, "old"));
-        expect(() => rayContainerSpec(config, "spark-duo", planned, 1, "r1", TOKEN)).toThrow(/needs the id of its head container/);
+        expect(raySpec(config, "spark-duo", planned, 1, "r1", TOKEN, "new")).not.toEqual(raySpec(config, "spark-duo", planned, 1, "r1", TOKEN, "old"));
+        expect(() => raySpec(config, "spark-duo", planned, 1, "r1", TOKEN)).toThrow(/needs the id of its head container/);
     });
 });
 

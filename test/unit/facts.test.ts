@@ -1,20 +1,15 @@
 import * as fs from "fs";
 import * as path from "path";
 import { describe, expect, it } from "vitest";
-import {
-    NodeFacts,
-    PreflightError,
-    fabricHcas,
-    findFabric,
-    parseGpuQuery,
-    parseIbdev2netdev,
-    parseIpAddr,
-    parseProbeOutput,
-    parseRdmaDevices,
-    parseSmiHeader,
-    preflight,
-    usableMemoryBytes,
-} from "../../infra/core/facts";
+import { PreflightError } from "../../infra/core/errors";
+import { fabricHcas, findFabric } from "../../infra/core/fabric";
+import { NodeFacts, parseGpuQuery, parseIbdev2netdev, parseIpAddr, parseProbeOutput, parseRdmaDevices, parseSmiHeader } from "../../infra/core/facts";
+import { usableMemoryBytes } from "../../infra/core/fit";
+import { parseCidr } from "../../infra/core/net";
+import { preflight } from "../../infra/core/preflight";
+
+/** A fabric subnet as the config holds it: parsed once. */
+const cidr = (text: string) => parseCidr(text)!;
 
 const fixture = (name: string) => fs.readFileSync(path.join(__dirname, "..", "fixtures", name), "utf8");
 
@@ -134,7 +129,7 @@ describe("findFabric", () => {
     const facts = parseProbeOutput(sparkProbe());
 
     it("picks the interface in the fabric subnet, never the default route's", () => {
-        expect(findFabric("spark1", facts, "192.168.100.0/24")).toEqual({
+        expect(findFabric("spark1", facts, cidr("192.168.100.0/24"))).toEqual({
             interface: "enp1s0f1np1",
             ip: "192.168.100.10",
             hcas: ["roceP2p1s0f1", "rocep1s0f1"],
@@ -143,7 +138,7 @@ describe("findFabric", () => {
     });
 
     it("names the node and lists what it has when nothing is in the subnet", () => {
-        expect(() => findFabric("spark1", facts, "192.168.200.0/24")).toThrow(
+        expect(() => findFabric("spark1", facts, cidr("192.168.200.0/24"))).toThrow(
             "node spark1: no interface has an address in the fabric subnet 192.168.200.0/24; it has: enP7s7 10.1.230.180/24; enp1s0f1np1 192.168.100.10/24",
         );
     });
@@ -152,7 +147,7 @@ describe("findFabric", () => {
         const twice = parseProbeOutput(
             sparkProbe({ ipAddr: fixture("ip-addr-spark-fabric.txt") + "5: enP2p1s0f1np1: <UP> mtu 1500\n    inet 192.168.100.11/24 scope global\n" }),
         );
-        expect(() => findFabric("spark2", twice, "192.168.100.0/24")).toThrow(/node spark2: more than one address.*enp1s0f1np1 192\.168\.100\.10, enP2p1s0f1np1 192\.168\.100\.11/);
+        expect(() => findFabric("spark2", twice, cidr("192.168.100.0/24"))).toThrow(/node spark2: more than one address.*enp1s0f1np1 192\.168\.100\.10, enP2p1s0f1np1 192\.168\.100\.11/);
     });
 });
 
@@ -239,22 +234,21 @@ describe("every refusal from the nodes' facts says what was expected and what to
     ];
 
     it.each<[string, () => void, RegExp, RegExp]>([
-        ["a fabric subnet that is not a CIDR block", () => findFabric("spark1", good, "192.168.100.1/24"), /is not an IPv4 CIDR block/, /; expected one such as 192\.168\.200\.0\/24 \(no host bits set\): set vllm-fleet:fabric\.subnet$/],
         [
             "no address in the fabric subnet",
-            () => findFabric("spark1", good, "192.168.200.0/24"),
+            () => findFabric("spark1", good, cidr("192.168.200.0/24")),
             /no interface has an address in the fabric subnet/,
             /; expected one address in it on every node: set vllm-fleet:fabric\.subnet to the subnet of the nodes' fabric link, or give this node's fabric interface an address in 192\.168\.200\.0\/24$/,
         ],
         [
             "two addresses in the fabric subnet",
-            () => findFabric("spark2", parseProbeOutput(sparkProbe({ ipAddr: fabricIpAddr + "5: enP2p1s0f1np1: <UP> mtu 1500\n    inet 192.168.100.11/24 scope global\n" })), "192.168.100.0/24"),
+            () => findFabric("spark2", parseProbeOutput(sparkProbe({ ipAddr: fabricIpAddr + "5: enP2p1s0f1np1: <UP> mtu 1500\n    inet 192.168.100.11/24 scope global\n" })), cidr("192.168.100.0/24")),
             /more than one address in the fabric subnet/,
             /; expected one per node: remove the others on the node, or set vllm-fleet:fabric\.subnet to a block that holds one address of each node$/,
         ],
         [
             "a fabric interface that is down (the fix is on the node)",
-            () => findFabric("spark2", parseProbeOutput(sparkProbe({ ipAddr: fabricIpAddr.replace("<BROADCAST,MULTICAST,UP,LOWER_UP>", "<NO-CARRIER,BROADCAST,MULTICAST>") })), "192.168.100.0/24"),
+            () => findFabric("spark2", parseProbeOutput(sparkProbe({ ipAddr: fabricIpAddr.replace("<BROADCAST,MULTICAST,UP,LOWER_UP>", "<NO-CARRIER,BROADCAST,MULTICAST>") })), cidr("192.168.100.0/24")),
             /^node spark2: fabric interface enp1s0f1np1 \(192\.168\.100\.10\) is down/,
             /is down; the fix is on the node: bring it up \(ip link set enp1s0f1np1 up\) and check its cable$/,
         ],

@@ -7,7 +7,7 @@ import * as fs from "fs";
 import * as os from "os";
 import * as path from "path";
 import { describe, expect, it } from "vitest";
-import { closedPorts, firewallChain, firewallMarker } from "../../components/firewall";
+import { closedPorts, firewallChain, firewallMarker } from "../../infra/core/plan";
 import { scriptProgram } from "../../components/shell";
 import { parseFleetConfig } from "../../infra/core/config";
 import { firewallRevisions, parseObservation } from "../../infra/core/observe";

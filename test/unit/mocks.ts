@@ -233,7 +233,10 @@ export async function runProgram(
         resources,
         outputs: resolved,
         byName(name: string) {
-            const found = resources.find((resource) => resource.name === name);
+            // A component and the one step it holds may share a name (the serve-argument check, a
+            // node's firewall): the step is what the tests look at.
+            const named = resources.filter((resource) => resource.name === name);
+            const found = named.find((resource) => !resource.type.startsWith("vllm-fleet:")) ?? named[0];
             if (!found) {
                 throw new Error(`no resource ${name}; have ${resources.map((resource) => resource.name).join(", ")}`);
             }

@@ -3,8 +3,9 @@
  * containers a run replaces because of it. Pure tests first, then the program under mocks.
  */
 import { describe, expect, it } from "vitest";
-import { LiveContainer, NodeObservation, checkOwnership, parseObservation, reconcile } from "../../infra/core/observe";
-import { REVISION_LABEL } from "../../infra/core/plan";
+import { LiveContainer, NodeObservation, checkOwnership, parseObservation } from "../../infra/core/observe";
+import { DEFAULT_CONTAINERS, REVISION_LABEL } from "../../infra/core/names";
+import { reconcile } from "../../infra/core/reconcile";
 import { MockRun, liveAfter, runProgram, sparkProbeOutput, unsecret } from "./mocks";
 import { sparkDuo } from "./stacks";
 
@@ -50,7 +51,7 @@ describe("parseObservation", () => {
 });
 
 describe("reconcile, ray executor", () => {
-    const config = { executor: "ray" as const, nodes };
+    const config = { executor: "ray" as const, nodes, containers: DEFAULT_CONTAINERS };
 
     it("keeps every revision of a healthy cluster and says nothing", () => {
         const result = reconcile(config, [observed("spark1", [container("vllm-fleet-ray", "h")], serving), observed("spark2", [container("vllm-fleet-ray", "w")])], fresh);
@@ -100,7 +101,7 @@ describe("reconcile, ray executor", () => {
 });
 
 describe("reconcile, mp executor", () => {
-    const config = { executor: "mp" as const, nodes };
+    const config = { executor: "mp" as const, nodes, containers: DEFAULT_CONTAINERS };
 
     it("keeps a serving group", () => {
         const result = reconcile(config, [observed("spark1", [container("vllm-fleet-vllm", "a")], serving), observed("spark2", [container("vllm-fleet-vllm", "b")])], fresh);

@@ -2,7 +2,7 @@ import { execFileSync } from "child_process";
 import * as fs from "fs";
 import { describe, expect, it } from "vitest";
 import { bashCommand } from "../../components/shell";
-import { RAY_CONTAINER, RAY_SERVE_ARGS_FILE, VLLM_CONTAINER, WATCHDOG_CONTAINER } from "../../infra/core/plan";
+import { RAY_CONTAINER, RAY_SERVE_ARGS_FILE, VLLM_CONTAINER, WATCHDOG_CONTAINER } from "../../infra/core/names";
 import { runWithFakeDocker } from "./fakeDocker";
 import { MockRun, RecordedResource, runProgram, sparkProbeOutput, unsecret } from "./mocks";
 import { sparkDuo } from "./stacks";
@@ -82,14 +82,17 @@ function parentName(run: MockRun, resource: RecordedResource): string | undefine
 describe("the program's graph (mocks)", async () => {
     const run = await runProgram(duo, probe);
 
-    it("has one SparkNode per host, a RayCluster and a VllmService", () => {
+    it("has one SparkNode per host, the serve-argument check on the first, a RayCluster and a VllmService", () => {
         const components = run.resources.filter((resource) => resource.type.startsWith("vllm-fleet:")).map((r) => `${r.type} ${r.name}`);
         expect(components.sort()).toEqual([
             "vllm-fleet:node:SparkNode spark1",
             "vllm-fleet:node:SparkNode spark2",
             "vllm-fleet:ray:RayCluster ray",
+            "vllm-fleet:vllm:ServeArgsCheck vllm-args-check",
             "vllm-fleet:vllm:VllmService vllm",
         ]);
+        const check = run.resources.find((r) => r.type === "vllm-fleet:vllm:ServeArgsCheck");
+        expect(check && parentName(run, check)).toBe("spark1");
     });
 
     it("parents every command to the component it belongs to", () => {
@@ -104,8 +107,10 @@ describe("the program's graph (mocks)", async () => {
             "vllm-watchdog": "vllm",
             "vllm-fabric-spark1": "vllm",
             "vllm-fabric-spark2": "vllm",
-            "vllm-args-check": "spark1",
+            "vllm-args-check": "vllm-args-check",
         });
+        // The check was the first node's own child before it had a component: the same resource.
+        expect(run.byName("vllm-args-check").aliases.join(" ")).toContain("SparkNode");
     });
 
     it("starts the watchdog once vLLM serves, on the first node, so destroy removes it before stopping vLLM", () => {

@@ -10,6 +10,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { observeOverSsh } from "../../components/observer";
 import { sharedConnectionFailed, sshShareOptions } from "../../components/ssh";
 import { parseFleetConfig } from "../../infra/core/config";
+import { DEFAULT_CONTAINERS } from "../../infra/core/names";
 import { sparkProbeOutput } from "./mocks";
 import { sparkDuo } from "./stacks";
 
@@ -119,7 +120,7 @@ describe("the read of the nodes over shared connections", () => {
         return path.join(dir, "calls");
     }
     const config = parseFleetConfig({ ...sparkDuo, nodes: [sparkDuo.nodes[0]], parallelism: { tensor: 1 } });
-    const secrets = { privateKey: KEY, privateKeyPath: undefined, stack: "unit" };
+    const secrets = { privateKey: KEY, privateKeyPath: undefined, containers: DEFAULT_CONTAINERS, stack: "unit" };
 
     it("reads over the shared connection when it works", async () => {
         const calls = fakeSsh(false);

@@ -3,44 +3,101 @@
  * found and refused. Pure.
  */
 /**
- * Flags that vllm-fleet sets itself and that `vllm.extraArgs` therefore may not carry, each with where
- * its value comes from. vLLM registers `--no-` twins of its boolean flags (argparse's
- * BooleanOptionalAction) and short aliases ({@link MANAGED_FLAG_ALIASES}). `-O` is not among them: vLLM
- * rewrites it to --optimization-level (or --compilation-config), which vllm-fleet does not set.
+ * What the arguments of `vllm serve` say, in the words of the configuration: the values the managed
+ * flags take ({@link MANAGED_FLAGS}). Filled in by the plan (plan/serveArgs.ts) from the config and
+ * the node: `host` is where the API binds, the `mp` fields only with the mp executor.
  */
-const MANAGED_FLAG_SOURCES: Readonly<Record<string, string>> = {
-    "--tensor-parallel-size": "comes from vllm-fleet:parallelism.tensor",
-    "--pipeline-parallel-size": "comes from vllm-fleet:parallelism.pipeline",
-    "--distributed-executor-backend": "comes from vllm-fleet:executor",
-    "--nnodes": "is the number of vllm-fleet:nodes with the mp executor",
-    "--node-rank": "is each node's place in vllm-fleet:nodes with the mp executor",
-    "--master-addr": "is the first node's fabric address with the mp executor",
-    "--master-port": "comes from vllm-fleet:vllm.masterPort",
-    "--headless": "marks every node but the first with the mp executor",
-    "--host": "comes from vllm-fleet:vllm.host",
-    "--port": "comes from vllm-fleet:vllm.port",
-    "--served-model-name": "comes from vllm-fleet:model.servedName",
-    "--gpu-memory-utilization": "comes from vllm-fleet:vllm.gpuMemoryUtilization",
-    "--max-model-len": "comes from vllm-fleet:vllm.maxModelLen",
-    "--api-key": "comes from the secret vllm-fleet:vllmApiKey (as VLLM_API_KEY)",
-    "--reasoning-parser": "comes from vllm-fleet:vllm.reasoningParser",
-    "--tool-call-parser": "comes from vllm-fleet:vllm.toolCallParser",
-    "--enable-auto-tool-choice": "comes from vllm-fleet:vllm.enableAutoToolChoice",
-    "--no-enable-auto-tool-choice": "comes from vllm-fleet:vllm.enableAutoToolChoice",
-    "--trust-remote-code": "comes from vllm-fleet:vllm.trustRemoteCode",
-    "--no-trust-remote-code": "comes from vllm-fleet:vllm.trustRemoteCode",
-};
+export interface ServeValues {
+    readonly servedName: string;
+    readonly host: string;
+    readonly port: number;
+    readonly tensor: number;
+    readonly pipeline: number;
+    readonly executor: "ray" | "mp";
+    readonly gpuMemoryUtilization: number;
+    readonly maxModelLen?: number;
+    readonly reasoningParser?: string;
+    readonly toolCallParser?: string;
+    readonly enableAutoToolChoice: boolean;
+    readonly trustRemoteCode: boolean;
+    /** mp only: this node's rank among `nnodes`, and where rank 0 rendezvouses. */
+    readonly mp?: { readonly nnodes: number; readonly nodeRank: number; readonly masterAddr: string; readonly masterPort: number };
+}
 
-/** vLLM's short aliases of managed flags (vllm/engine/arg_utils.py). */
-const MANAGED_FLAG_ALIASES: Readonly<Record<string, string>> = {
-    "-tp": "--tensor-parallel-size",
-    "-pp": "--pipeline-parallel-size",
-    "-n": "--nnodes",
-    "-r": "--node-rank",
-};
+/** One flag of `vllm serve` that vllm-fleet sets itself. */
+export interface ManagedFlag {
+    readonly flag: string;
+    /** The config key (below the namespace) its value comes from, when one does. */
+    readonly key?: string;
+    /** Where its value comes from, in words, when that is not simply {@link key}. */
+    readonly source?: string;
+    /** vLLM's short aliases of the flag (vllm/engine/arg_utils.py). */
+    readonly aliases?: readonly string[];
+    /** Its `--no-` twin: vLLM registers one for each boolean flag (argparse's BooleanOptionalAction). */
+    readonly negation?: string;
+    /** Words vLLM's refusals use for it besides the flag ("reasoning parser"). */
+    readonly words?: readonly string[];
+    /** A flag of vLLM's native multi-node (the mp executor), written after `vllm.extraArgs`. */
+    readonly multiNode?: boolean;
+    /** Its value in `vllm serve`'s arguments: text, `true` for the flag alone, undefined to leave it out. */
+    readonly value?: (values: ServeValues) => string | true | undefined;
+}
+
+const yes = (on: boolean): true | undefined => (on ? true : undefined);
+
+/**
+ * The flags of `vllm serve` that vllm-fleet sets itself, in the order it writes them: the one table
+ * behind the serve arguments (plan/serveArgs.ts), the refusal of a `vllm.extraArgs` element that
+ * carries one of them (below), and the config keys the check of the arguments names when vLLM
+ * refuses them (components/serveArgsCheck.ts). `--api-key` is never written (the key travels as
+ * VLLM_API_KEY). `-O` is not among them: vLLM rewrites it to --optimization-level (or
+ * --compilation-config), which vllm-fleet does not set.
+ */
+export const MANAGED_FLAGS: readonly ManagedFlag[] = [
+    { flag: "--served-model-name", key: "model.servedName", value: (v) => v.servedName },
+    { flag: "--host", key: "vllm.host", value: (v) => v.host },
+    { flag: "--port", key: "vllm.port", value: (v) => String(v.port) },
+    { flag: "--tensor-parallel-size", key: "parallelism.tensor", aliases: ["-tp"], value: (v) => String(v.tensor) },
+    { flag: "--pipeline-parallel-size", key: "parallelism.pipeline", aliases: ["-pp"], value: (v) => String(v.pipeline) },
+    { flag: "--distributed-executor-backend", key: "executor", value: (v) => v.executor },
+    { flag: "--gpu-memory-utilization", key: "vllm.gpuMemoryUtilization", value: (v) => String(v.gpuMemoryUtilization) },
+    { flag: "--max-model-len", key: "vllm.maxModelLen", value: (v) => (v.maxModelLen === undefined ? undefined : String(v.maxModelLen)) },
+    { flag: "--reasoning-parser", key: "vllm.reasoningParser", words: ["reasoning parser"], value: (v) => v.reasoningParser || undefined },
+    { flag: "--tool-call-parser", key: "vllm.toolCallParser", words: ["tool call parser"], value: (v) => v.toolCallParser || undefined },
+    { flag: "--enable-auto-tool-choice", key: "vllm.enableAutoToolChoice", negation: "--no-enable-auto-tool-choice", value: (v) => yes(v.enableAutoToolChoice) },
+    { flag: "--trust-remote-code", key: "vllm.trustRemoteCode", negation: "--no-trust-remote-code", value: (v) => yes(v.trustRemoteCode) },
+    { flag: "--api-key", source: "comes from the secret vllm-fleet:vllmApiKey (as VLLM_API_KEY)" },
+    { flag: "--nnodes", multiNode: true, source: "is the number of vllm-fleet:nodes with the mp executor", aliases: ["-n"], value: (v) => (v.mp ? String(v.mp.nnodes) : undefined) },
+    { flag: "--node-rank", multiNode: true, source: "is each node's place in vllm-fleet:nodes with the mp executor", aliases: ["-r"], value: (v) => (v.mp ? String(v.mp.nodeRank) : undefined) },
+    { flag: "--master-addr", multiNode: true, source: "is the first node's fabric address with the mp executor", value: (v) => v.mp?.masterAddr },
+    { flag: "--master-port", multiNode: true, key: "vllm.masterPort", value: (v) => (v.mp ? String(v.mp.masterPort) : undefined) },
+    { flag: "--headless", multiNode: true, source: "marks every node but the first with the mp executor", value: (v) => yes(v.mp !== undefined && v.mp.nodeRank > 0) },
+];
+
+/** Where a managed flag's value comes from, in words. */
+function sourceOf(entry: ManagedFlag): string {
+    return entry.source ?? `comes from vllm-fleet:${entry.key}`;
+}
+
+/** Each spelling vllm-fleet sets itself (flags and `--no-` twins), with its entry. */
+const BY_FLAG: ReadonlyMap<string, ManagedFlag> = new Map(MANAGED_FLAGS.flatMap((entry) => [[entry.flag, entry] as const, ...(entry.negation ? [[entry.negation, entry] as const] : [])]));
+
+/** vLLM's short aliases of managed flags, to the flag. */
+const MANAGED_FLAG_ALIASES: ReadonlyMap<string, string> = new Map(MANAGED_FLAGS.flatMap((entry) => (entry.aliases ?? []).map((alias) => [alias, entry.flag] as const)));
 
 /** Flags that vllm-fleet sets itself and that `vllm.extraArgs` therefore may not carry. */
-export const MANAGED_VLLM_FLAGS: readonly string[] = [...Object.keys(MANAGED_FLAG_SOURCES), ...Object.keys(MANAGED_FLAG_ALIASES)];
+export const MANAGED_VLLM_FLAGS: readonly string[] = [...BY_FLAG.keys(), ...MANAGED_FLAG_ALIASES.keys()];
+
+/**
+ * `<text>|<key>` pairs for the check of the arguments (components/scripts/vllm-args-check.sh): each
+ * managed flag that comes from a config key, its `--no-` twin and the words vLLM's refusals use for
+ * it, with that key.
+ */
+export function managedFlagKeys(): string[] {
+    return MANAGED_FLAGS.flatMap((entry) =>
+        entry.key ? [entry.flag, ...(entry.negation ? [entry.negation] : []), ...(entry.words ?? [])].map((text) => `${text}|${entry.key}`) : [],
+    );
+}
 
 /** A managed flag found in one `vllm.extraArgs` element. */
 export interface ManagedFlagUse {
@@ -55,8 +112,8 @@ export interface ManagedFlagUse {
 
 /** What a `vllm.extraArgs` element that carries a managed flag should be instead, in words. */
 export function managedFlagExpectation(use: ManagedFlagUse): string {
-    const named = (flag: string) => (MANAGED_FLAG_ALIASES[flag] ? `${flag} (${MANAGED_FLAG_ALIASES[flag]})` : flag);
-    const source = (flag: string) => MANAGED_FLAG_SOURCES[MANAGED_FLAG_ALIASES[flag] ?? flag];
+    const named = (flag: string) => (MANAGED_FLAG_ALIASES.has(flag) ? `${flag} (${MANAGED_FLAG_ALIASES.get(flag)})` : flag);
+    const source = (flag: string) => sourceOf(BY_FLAG.get(MANAGED_FLAG_ALIASES.get(flag) ?? flag)!);
     const [flag] = use.flags;
     if (use.flags.length > 1) {
         return `a flag vllm-fleet does not set itself: it abbreviates ${use.flags.map(named).join(" or ")}, all set by vllm-fleet`;

@@ -1,0 +1,66 @@
+/**
+ * What things are called on the nodes and where they listen: the containers of a service, the
+ * labels that say which stack made a container, the files vllm-fleet keeps inside the Ray head, and
+ * the ports of the copies between nodes. Pure.
+ */
+
+/** The service of a stack written in the single-model form (today's keys: one model on every node). */
+export const DEFAULT_SERVICE = "vllm";
+
+/** The containers one service runs on its nodes. */
+export interface ServiceContainers {
+    /** Ray (and, on the head, `vllm serve`) on every node, with the `ray` executor. */
+    readonly ray: string;
+    /** One node's vLLM ranks, with the `mp` executor. */
+    readonly vllm: string;
+    /** The watchdog on the service's first node. */
+    readonly watchdog: string;
+}
+
+/**
+ * The containers of `service` on a node. The single-model form keeps the names it always had
+ * (`vllm-fleet-ray`, `vllm-fleet-vllm`, `vllm-fleet-watchdog`), so that upgrading replaces nothing.
+ */
+export function serviceContainers(service: string): ServiceContainers {
+    const prefix = service === DEFAULT_SERVICE ? "vllm-fleet" : `vllm-fleet-${service}`;
+    return { ray: `${prefix}-ray`, vllm: `${prefix}-vllm`, watchdog: `${prefix}-watchdog` };
+}
+
+/** The single-model form's containers (what the tests and tools of that form look for). */
+export const DEFAULT_CONTAINERS = serviceContainers(DEFAULT_SERVICE);
+export const RAY_CONTAINER = DEFAULT_CONTAINERS.ray;
+export const VLLM_CONTAINER = DEFAULT_CONTAINERS.vllm;
+export const WATCHDOG_CONTAINER = DEFAULT_CONTAINERS.watchdog;
+
+/** The serving container of each executor. */
+export function servingContainer(containers: ServiceContainers, executor: "ray" | "mp"): string {
+    return executor === "ray" ? containers.ray : containers.vllm;
+}
+
+/** Label on every container vllm-fleet starts: the stack that made it (nothing else touches it). */
+export const STACK_LABEL = "vllm-fleet.stack";
+/** Label on every container vllm-fleet starts: what it is for (`ray-head`, `vllm-rank0`, `watchdog`, ...). */
+export const ROLE_LABEL = "vllm-fleet.role";
+/** Label on every serving container: its revision (see observe.ts). */
+export const REVISION_LABEL = "vllm-fleet.revision";
+/** Label on each Ray worker: the id of the head container it joined. */
+export const RAY_HEAD_LABEL = "vllm-fleet.ray-head";
+
+/** Labels on everything vllm-fleet starts, so it can be found (and proven gone) later. */
+export function fleetLabels(stack: string, role: string): Record<string, string> {
+    return { [STACK_LABEL]: stack, [ROLE_LABEL]: role };
+}
+
+/** VLLM_CONFIG_ROOT in the Ray head container: where vllm-start.sh writes the non-carry-over list. */
+export const RAY_HEAD_VLLM_CONFIG_ROOT = "/etc/vllm-fleet/vllm";
+/** Where `vllm serve` writes its log inside the Ray head container (ray executor). */
+export const RAY_SERVE_LOG = "/tmp/vllm-fleet-serve.log";
+/** Where vllm-start.sh keeps the arguments of `vllm` in the Ray head container, for the watchdog. */
+export const RAY_SERVE_ARGS_FILE = "/tmp/vllm-fleet-serve.args";
+
+/** The port of the short-lived rsync daemon on a node receiving the weights (fabric address only). */
+export const RSYNC_PORT = 28730;
+/** The port of the short-lived image receiver on a node that gets the image (fabric address only). */
+export const IMAGE_COPY_PORT = 28731;
+/** The port of the short-lived bulk receiver on a node receiving the weights (fabric address only). */
+export const WEIGHT_FILES_PORT = 28732;

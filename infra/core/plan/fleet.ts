@@ -1,0 +1,254 @@
+/**
+ * The plan of the fleet, computed once per run: {@link planFleet} turns the config, the facts the
+ * read of the nodes found and what reconciliation decided into everything the components put on the
+ * hosts (each node's fabric, the containers and their names, the serve arguments, the checks, the
+ * firewall, the copies between nodes); each component takes its slice. {@link checkPrepared} judges
+ * the nodes once they are prepared (image delivered, model downloaded and synced): preflight, then
+ * the fit of the model. Pure: tested without hosts or Pulumi.
+ */
+import { FleetConfig } from "../config";
+import { managedFlagKeys } from "../config/vllmFlags";
+import { ContainerSpec } from "../containerSpec";
+import { NodeFacts } from "../facts";
+import { FitPlan, fitNodeFromFacts, kvCacheDtypeFromArgs, parseModelConfig, planFit, safetensorsWeightBytes } from "../fit";
+import { RAY_HEAD_VLLM_CONFIG_ROOT, RAY_SERVE_ARGS_FILE, RAY_SERVE_LOG, ServiceContainers, servingContainer } from "../names";
+import { Reconciliation } from "../reconcile";
+import { preflight } from "../preflight";
+import { ServiceContext, mpRankSpec, rayContainerSpec, watchdogSpec } from "./containers";
+import { FirewallPlan, planFirewalls } from "./firewall";
+import { NODE_LOCAL_ENV, transportHint, transportPolicy } from "./network";
+import { ObservedNode, PlannedNode, fabricWarnings, gpusNeeded, planNodes } from "./nodes";
+import { apiBindAddress, apiProbeAddress, vllmServeArgs } from "./serveArgs";
+
+/** A copy from the first node to another over the fabric (the image with image.source copy, the weights with model.sync rsync). */
+export interface CopyPlan {
+    readonly source: string;
+    readonly sourceIp: string;
+    readonly target: string;
+    readonly targetIp: string;
+}
+
+/** The check of the serve arguments by the image's own vLLM, on the first node, before anything starts. */
+export interface ArgsCheckPlan {
+    readonly node: string;
+    readonly image: string;
+    /** The serving container, used for the check when it runs this very image. */
+    readonly container: string;
+    /** The arguments of `vllm` on the first node, `serve` first. */
+    readonly argv: readonly string[];
+    /** `<text>|<config key>`: what vLLM's refusal may say, and the key behind it. */
+    readonly flagKeys: readonly string[];
+    readonly timeoutSeconds: number;
+}
+
+/** The Ray cluster of a service (ray executor): a head on its first node, a worker on each other. */
+export interface RayPlan {
+    /** The Ray container on every node. */
+    readonly container: string;
+    /** `fabric-ip:port` of the head. */
+    readonly headAddress: string;
+    /** Each node's container (without the token and a worker's head: containers.ts). */
+    readonly nodes: readonly { readonly node: string; readonly fabricIp: string; readonly spec: ContainerSpec }[];
+    /** Containers removed before a Ray container starts: the other executor's, which hold the GPU. */
+    readonly removeFirst: readonly string[];
+    /** Ready when Ray reports these nodes (by fabric address) and this many GPUs. */
+    readonly expectedIps: readonly string[];
+    readonly expectedGpus: number;
+    readonly timeoutSeconds: number;
+}
+
+/** Where each node's NCCL start-up line is read once vLLM serves, and what a TCP fallback means there. */
+export interface FabricCheckPlan {
+    readonly node: string;
+    readonly container: string;
+    readonly executor: "ray" | "mp";
+    readonly policy: "refuse" | "warn";
+    readonly hint: string;
+}
+
+/** vLLM of a service: `vllm serve` in the Ray head (ray) or a container per node (mp), its readiness, its watchdog. */
+export interface VllmPlan {
+    readonly executor: "ray" | "mp";
+    /** The id clients send as `model`. */
+    readonly modelId: string;
+    /** The OpenAI-compatible endpoint. */
+    readonly endpoint: string;
+    /** The readiness gate (vllm-ready.sh), without the API key: where the API answers, how long to wait. */
+    readonly ready: { readonly container: string; readonly host: string; readonly port: number; readonly servedName: string; readonly timeoutSeconds: number; readonly logFile: string };
+    /** ray: `vllm serve` started in the head container (vllm-start.sh), without the API key. */
+    readonly serve?: {
+        readonly container: string;
+        readonly args: readonly string[];
+        readonly argsFile: string;
+        readonly logFile: string;
+        readonly token: string;
+        readonly configRoot: string;
+        readonly nonCarryOver: readonly string[];
+    };
+    /** mp: each node's rank (without the API key). */
+    readonly ranks?: readonly { readonly node: string; readonly spec: ContainerSpec }[];
+    /** Containers removed before a rank starts: the other executor's, which hold the GPU. */
+    readonly removeFirst: readonly string[];
+    readonly fabricChecks: readonly FabricCheckPlan[];
+    /** The watchdog on the first node (without the API key), when supervision.watchdog. */
+    readonly watchdog?: ContainerSpec;
+}
+
+/** Everything the components put on the hosts, for one run. */
+export interface FleetPlan {
+    readonly nodes: readonly PlannedNode[];
+    /** What the nodes' fabric attachments warn about, one line each. */
+    readonly warnings: readonly string[];
+    readonly containers: ServiceContainers;
+    readonly firewalls: readonly FirewallPlan[];
+    /** From the first node to each other one, over the fabric. */
+    readonly copies: readonly CopyPlan[];
+    readonly argsCheck: ArgsCheckPlan;
+    readonly ray?: RayPlan;
+    readonly vllm: VllmPlan;
+}
+
+/** What {@link planFleet} plans from. */
+export interface PlanInput {
+    readonly config: FleetConfig;
+    readonly stack: string;
+    readonly containers: ServiceContainers;
+    /** Each node and its facts as the read at the start of the run found them, in config order. */
+    readonly nodes: readonly ObservedNode[];
+    readonly reconciliation: Pick<Reconciliation, "revisions" | "serveToken" | "watchdogRevision">;
+    /** Revisions of each node's firewall rules (observe.ts firewallRevisions). */
+    readonly firewallRevisions: Readonly<Record<string, string>>;
+    /** The watchdog's program (components/scripts/watchdog.py). */
+    readonly watchdogScript: string;
+}
+
+/**
+ * The plan of the fleet. Throws, naming the node, when a node has no usable fabric attachment
+ * (fabric.ts): before anything is registered.
+ */
+export function planFleet(input: PlanInput): FleetPlan {
+    const { config, stack, containers, reconciliation } = input;
+    const context: ServiceContext = { config, stack, containers };
+    const nodes = planNodes(config, input.nodes);
+    const head = nodes[0];
+    const serving = servingContainer(containers, config.executor);
+    const removeFirst = [containers.ray, containers.vllm];
+    const headArgs = vllmServeArgs(config, apiBindAddress(config, head));
+    const ranks =
+        config.executor === "mp" ? nodes.map((node, index) => ({ node: node.name, spec: mpRankSpec(context, nodes, index, reconciliation.revisions[node.name]) })) : undefined;
+    const headAddress = `${head.fabric.ip}:${config.ray.port}`;
+    // With vllm.host fabric the API answers on the first node's fabric address only.
+    const hostOf = (address: string) => (address.includes(":") ? `[${address}]` : address);
+    const endpointHost = config.vllm.host === "fabric" ? head.fabric.ip : hostOf(config.nodes[0].host);
+    return {
+        nodes,
+        warnings: fabricWarnings(config, nodes),
+        containers,
+        firewalls: planFirewalls(config, stack, input.firewallRevisions),
+        copies: nodes.slice(1).map((node) => ({ source: head.name, sourceIp: head.fabric.ip, target: node.name, targetIp: node.fabric.ip })),
+        argsCheck: {
+            node: head.name,
+            image: config.image.name,
+            container: serving,
+            argv: ranks ? ranks[0].spec.command ?? [] : headArgs,
+            flagKeys: [
+                ...managedFlagKeys(),
+                ...config.vllm.extraArgs.filter((arg) => arg.startsWith("-")).map((arg) => `${arg.split("=")[0]}|vllm.extraArgs`),
+            ],
+            timeoutSeconds: 600,
+        },
+        ray:
+            config.executor === "ray"
+                ? {
+                      container: containers.ray,
+                      headAddress,
+                      nodes: nodes.map((node, index) => ({ node: node.name, fabricIp: node.fabric.ip, spec: rayContainerSpec(context, nodes, index, reconciliation.revisions[node.name]) })),
+                      removeFirst,
+                      expectedIps: nodes.map((node) => node.fabric.ip),
+                      expectedGpus: gpusNeeded(config),
+                      timeoutSeconds: config.timeouts.rayReadySeconds,
+                  }
+                : undefined,
+        vllm: {
+            executor: config.executor,
+            modelId: config.model.servedName,
+            endpoint: `http://${endpointHost}:${config.vllm.port}/v1`,
+            ready: {
+                container: serving,
+                host: apiProbeAddress(config, head),
+                port: config.vllm.port,
+                servedName: config.model.servedName,
+                timeoutSeconds: config.timeouts.vllmReadySeconds,
+                logFile: config.executor === "ray" ? RAY_SERVE_LOG : "",
+            },
+            serve:
+                config.executor === "ray"
+                    ? {
+                          container: containers.ray,
+                          args: headArgs,
+                          argsFile: RAY_SERVE_ARGS_FILE,
+                          logFile: RAY_SERVE_LOG,
+                          // A new token (vllm serve found dead, or the endpoint not answering) changes
+                          // the start's program, so the next up starts vllm serve again (observe.ts).
+                          token: reconciliation.serveToken,
+                          configRoot: RAY_HEAD_VLLM_CONFIG_ROOT,
+                          nonCarryOver: NODE_LOCAL_ENV,
+                      }
+                    : undefined,
+            ranks,
+            removeFirst,
+            fabricChecks: nodes.map((node) => ({ node: node.name, container: serving, executor: config.executor, policy: transportPolicy(config, node), hint: transportHint(config, node) })),
+            watchdog: config.supervision.watchdog ? watchdogSpec(context, input.watchdogScript, reconciliation.watchdogRevision, head) : undefined,
+        },
+    };
+}
+
+/** A node once prepared: its facts with the image delivered and the model directory as it arrived. */
+export interface PreparedNode {
+    readonly name: string;
+    readonly facts: NodeFacts;
+}
+
+/**
+ * The nodes judged once they are prepared, before any container starts: preflight across them (one
+ * image id, the model directory the same as the first node's, GPUs for TP×PP, driver and CUDA),
+ * then the fit of the model in each node's memory (fit/), when the first node has its config.json.
+ * Throws, naming node and fact or the numbers; returns the fit plan to show.
+ */
+export function checkPrepared(config: FleetConfig, nodes: readonly PreparedNode[]): FitPlan | undefined {
+    preflight(nodes, {
+        image: config.image.name,
+        imageSource: config.image.source,
+        modelPath: config.model.path,
+        modelSync: config.model.sync,
+        gpusNeeded: gpusNeeded(config),
+    });
+    const head = nodes[0];
+    if (!head.facts.model.configJson) {
+        return undefined;
+    }
+    return planFit({
+        model: parseModelConfig(head.facts.model.configJson, `${config.model.path}/config.json on ${head.name}`),
+        modelName: config.model.servedName,
+        weightBytes: safetensorsWeightBytes(head.facts.model),
+        tensorParallel: config.parallelism.tensor,
+        pipelineParallel: config.parallelism.pipeline,
+        nodes: nodes.map((node) => fitNodeFromFacts(node.name, node.facts)),
+        gpuMemoryUtilization: config.vllm.gpuMemoryUtilization,
+        maxModelLen: config.vllm.maxModelLen,
+        kvCacheDtype: kvCacheDtypeFromArgs(config.vllm.extraArgs),
+    });
+}
+
+/**
+ * A node's facts as preparation left them: the image id the delivery step reports (it ran after the
+ * read), and the model directory a download or a sync left (the first node's config.json is kept:
+ * a sync lists the directory, it does not read the file).
+ */
+export function preparedFacts(observed: NodeFacts, delivered: { readonly imageId?: string; readonly model?: NodeFacts["model"] }): NodeFacts {
+    return {
+        ...observed,
+        imageId: delivered.imageId ?? observed.imageId,
+        model: delivered.model ? { ...delivered.model, configJson: delivered.model.configJson ?? observed.model.configJson } : observed.model,
+    };
+}
