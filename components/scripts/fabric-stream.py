@@ -2,6 +2,7 @@
 """
 A byte stream from one node to another over the fabric, nothing through the operator's machine
 (the image copy of image.source copy: `docker save` on one node into `docker load` on another).
+This file travels whole to a node (its text is the program a node runs), so it is one file.
 
   receive BIND_IP PORT SENDER_IP [--have] -- COMMAND...
       Listens on BIND_IP:PORT (the node's fabric address) for one sender, from SENDER_IP only,

@@ -1,5 +1,7 @@
 """vllm-fleet watchdog: keeps the endpoint serving.
 
+This file travels whole to the node (its text is the watchdog container's program), so it is one file.
+
 Runs as the container `vllm-fleet-watchdog` on the first node (host network, the Docker socket
 mounted), probes vLLM where it listens (WATCHDOG_HOST) and, when the server stopped serving, brings it back:
 
