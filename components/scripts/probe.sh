@@ -2,7 +2,7 @@
 # Probe of one node: prints `### <section>` blocks that infra/core/facts.ts parses.
 # Inputs (assigned before this script): IMAGE, MODEL_PATH; runs after model-list.sh.
 # Read-only: it changes nothing on the host. A missing tool leaves its section empty; the checks
-# that need the fact then fail with the node named (preflight in infra/core/facts.ts).
+# that need the fact then fail with the node named (preflight in infra/core/preflight.ts).
 set -euo pipefail
 
 section() { printf '### %s\n' "$1"; }
@@ -38,7 +38,7 @@ docker image inspect --format '{{.Id}}' "$IMAGE" 2>/dev/null || true
 section model
 list_model_dir "$MODEL_PATH"
 
-# The model's config.json itself, for the fit planner (infra/core/fit.ts); bounded in size.
+# The model's config.json itself, for the fit planner (infra/core/fit); bounded in size.
 section model-config
 if [ -f "$MODEL_PATH/config.json" ]; then
   head -c 262144 "$MODEL_PATH/config.json"

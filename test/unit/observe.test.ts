@@ -1,5 +1,5 @@
 /**
- * Reconciliation against the hosts (infra/core/observe.ts): what the read of the nodes finds, and which
+ * Reconciliation against the hosts (infra/core/observe.ts, reconcile.ts): what the read of the nodes finds, and which
  * containers a run replaces because of it. Pure tests first, then the program under mocks.
  */
 import { describe, expect, it } from "vitest";
