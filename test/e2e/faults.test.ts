@@ -277,7 +277,8 @@ describe.each([
     // A destroy ends clean whatever state the containers are in: each wedge above, one at a time,
     // with the other node's serving container stopped or paused by hand as well.
     const destroyIn: [string, () => void][] = [
-        [`${wedges[0][0]}, the other node's paused`, () => (wedges[0][1](), onNode(worker(), `docker pause ${serving} >/dev/null`))],
+        // The other node's first: once the head stops, its serving container may be restarting (mp).
+        [`${wedges[0][0]}, the other node's paused`, () => (onNode(worker(), `docker pause ${serving} >/dev/null`), wedges[0][1]())],
         [`${wedges[1][0]}, the other node's stopped by hand`, () => (wedges[1][1](), onNode(worker(), `docker kill ${serving} >/dev/null`))],
         [wedges[2][0], wedges[2][1]],
     ];
