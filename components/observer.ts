@@ -12,7 +12,7 @@ import { NodeObservation, parseObservation, servingContainerOf } from "../infra/
 import { SERVING_CONTAINERS, WATCHDOG_CONTAINER } from "../infra/plan";
 import { firewallMarker } from "./firewall";
 import { programsOnStdin, runFromStdin, scriptProgram } from "./shell";
-import { overSharedConnection, sshArgs, writeSshFiles } from "./ssh";
+import { noAnswerMessage, overSharedConnection, sshArgs, writeSshFiles } from "./ssh";
 
 /** Reads every node; fails naming the node when one cannot be read. */
 export type Observer = (config: FleetConfig, secrets: ObserverSecrets, options?: { rayNodes?: boolean }) => Promise<NodeObservation[]>;
@@ -78,13 +78,15 @@ function nodeWhere(node: FleetNode): string {
 }
 
 /** The read's output, or the error that names the node and why. */
-function readOutput(node: FleetNode, timeoutSeconds: number, outcome: SessionOutcome): string {
+function readOutput(node: FleetNode, connectTimeoutSeconds: number, timeoutSeconds: number, outcome: SessionOutcome): string {
     const where = nodeWhere(node);
     const last = outcome.stderr.trim().split("\n").slice(-3).join(" / ");
     if (outcome.code === 0) {
         return outcome.stdout;
     } else if (outcome.code === 255) {
-        throw new FleetError(`${where}: ssh failed (connection or authentication): ${last || "no answer"}`);
+        throw new FleetError(
+            noAnswerMessage(where, outcome.stderr, connectTimeoutSeconds) ?? `${where}: ssh failed (connection or authentication): ${last || "no answer"}`,
+        );
     } else if (outcome.signal) {
         throw new FleetError(`${where}: reading the node took longer than ${timeoutSeconds}s`);
     }
@@ -103,6 +105,6 @@ export const observeOverSsh: Observer = async (config, secrets, options = {}) =>
             const outcome = await overSharedConnection(target, secrets.privateKey, (extra) =>
                 runSsh(node, timeout, sshArgs(target, files.keyFile, files.knownHostsFile, runFromStdin("create"), extra), input),
             );
-            return parseObservation(node.name, readOutput(node, timeout, outcome));
+            return parseObservation(node.name, readOutput(node, target.connectTimeoutSeconds, timeout, outcome));
         }),
     );
