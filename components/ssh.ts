@@ -10,6 +10,7 @@ import * as fs from "fs";
 import * as os from "os";
 import * as path from "path";
 import * as pulumi from "@pulumi/pulumi";
+import { sshConnectTimedOut } from "./stepFailure";
 
 /** An SSH endpoint of one node. */
 export interface SshConnection {
@@ -123,19 +124,11 @@ export function sshShareOptions(target: SshTarget & { readonly user: string }, p
 }
 
 /**
- * Whether a session's ssh client gave up waiting for the node, by what it printed (at LogLevel=ERROR,
- * as OpenSSH 9.2 prints it): no TCP connection, or no SSH banner, within ConnectTimeout (the kernel's
- * words differ: "Connection timed out" on Linux, "Operation timed out" on macOS). A connection that
- * went silent later, which the keepalives close ({@link SSH_KEEPALIVE}), ends with 255 and no word at
- * that level: the run tries it once more on a connection of its own ({@link sharedConnectionFailed}),
- * whose connect timeout then speaks. Self-contained: it is serialized into the builtin runner's
- * dynamic provider.
+ * The error of a session whose ssh gave up waiting for the node (stepFailure.ts, sshConnectTimedOut),
+ * naming it as `where`; else undefined. A connection that went silent later, which the keepalives
+ * close ({@link SSH_KEEPALIVE}), ends with 255 and no word: the run tries it once more on a
+ * connection of its own ({@link sharedConnectionFailed}), whose connect timeout then speaks.
  */
-export function sshConnectTimedOut(stderr: string): boolean {
-    return /^(?:ssh: connect to host \S+ port \d+: (?:Connection|Operation) timed out|Connection timed out during banner exchange)\r?$/m.test(stderr);
-}
-
-/** The error of a session whose ssh gave up waiting for the node ({@link sshConnectTimedOut}), naming it as `where`; else undefined. */
 export function noAnswerMessage(where: string, stderr: string, connectTimeoutSeconds: number): string | undefined {
     return sshConnectTimedOut(stderr) ? `${where} does not answer on SSH (no reply within ${connectTimeoutSeconds} s)` : undefined;
 }
