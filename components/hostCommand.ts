@@ -93,7 +93,13 @@ export function hostCommand(
         // the create program); it is named by this step's operation.
         const script = (operation: "create" | "update") =>
             [
-                renderAssignments({ OPERATION: operation, FLEET_STEP: name, SELF_RUN: runFromStdin(operation), PEER_RUN: runFromStdin(operation) }),
+                renderAssignments({
+                    OPERATION: operation,
+                    FLEET_STEP: name,
+                    FLEET_SSH_CONNECT_SECONDS: args.connection.connectTimeoutSeconds,
+                    SELF_RUN: runFromStdin(operation),
+                    PEER_RUN: runFromStdin(operation),
+                }),
                 readScript("run-step"),
                 readScript("peer-run"),
             ].join("\n");
@@ -190,7 +196,15 @@ async function runOverSsh(props: SshCommandProps, operation: StepOperation): Pro
         };
         // A state written before the name was an input has none.
         const resource = props.name ?? "a host command";
-        const where = (target: Target) => ({ resource, operation, node: target.node, user: target.user, host: target.host, port: target.port });
+        const where = (target: Target) => ({
+            resource,
+            operation,
+            node: target.node,
+            user: target.user,
+            host: target.host,
+            port: target.port,
+            connectTimeoutSeconds: props.connectTimeoutSeconds,
+        });
         const children: import("child_process").ChildProcess[] = [];
         // children[0]: this node's current session, children[1]: the peer's.
         const attempt = (target: Target, input: string, extra: readonly string[], slot: 0 | 1) =>

@@ -12,7 +12,7 @@ import { ServiceContainers, servingContainer } from "../infra/core/names";
 import { NodeObservation, parseObservation } from "../infra/core/observe";
 import { firewallMarker } from "../infra/core/plan";
 import { programsOnStdin, runFromStdin, scriptProgram } from "./shell";
-import { overSharedConnection, sshArgs, writeSshFiles } from "./ssh";
+import { noAnswerMessage, overSharedConnection, sshArgs, writeSshFiles } from "./ssh";
 
 /** Reads every node; fails naming the node when one cannot be read. */
 export type Observer = (config: FleetConfig, secrets: ObserverSecrets, options?: { rayNodes?: boolean }) => Promise<NodeObservation[]>;
@@ -80,13 +80,15 @@ function nodeWhere(node: FleetNode): string {
 }
 
 /** The read's output, or the error that names the node and why. */
-function readOutput(node: FleetNode, timeoutSeconds: number, outcome: SessionOutcome): string {
+function readOutput(node: FleetNode, connectTimeoutSeconds: number, timeoutSeconds: number, outcome: SessionOutcome): string {
     const where = nodeWhere(node);
     const last = outcome.stderr.trim().split("\n").slice(-3).join(" / ");
     if (outcome.code === 0) {
         return outcome.stdout;
     } else if (outcome.code === 255) {
-        throw new FleetError(`${where}: ssh failed (connection or authentication): ${last || "no answer"}`);
+        throw new FleetError(
+            noAnswerMessage(where, outcome.stderr, connectTimeoutSeconds) ?? `${where}: ssh failed (connection or authentication): ${last || "no answer"}`,
+        );
     } else if (outcome.signal) {
         throw new FleetError(`${where}: reading the node took longer than ${timeoutSeconds}s`);
     }
@@ -105,6 +107,6 @@ export const observeOverSsh: Observer = async (config, secrets, options = {}) =>
             const outcome = await overSharedConnection(target, secrets.privateKey, (extra) =>
                 runSsh(node, timeout, sshArgs(target, files.keyFile, files.knownHostsFile, runFromStdin("create"), extra), input),
             );
-            return parseObservation(node.name, readOutput(node, timeout, outcome));
+            return parseObservation(node.name, readOutput(node, target.connectTimeoutSeconds, timeout, outcome));
         }),
     );

@@ -10,6 +10,7 @@ import * as fs from "fs";
 import * as os from "os";
 import * as path from "path";
 import * as pulumi from "@pulumi/pulumi";
+import { sshConnectTimedOut } from "./stepFailure";
 
 /** An SSH endpoint of one node. */
 export interface SshConnection {
@@ -40,9 +41,23 @@ export function knownHostsLine(target: Pick<SshTarget, "host" | "port" | "hostKe
 }
 
 /**
+ * How the system ssh client notices that a node it is connected to stopped answering (OpenSSH's
+ * ServerAliveInterval and ServerAliveCountMax): after `intervalSeconds` without a packet from the
+ * node it sends a keepalive, which the node's sshd answers itself, not the session's program (a
+ * session whose program says nothing for an hour, as a model load may, is kept); when `countMax`
+ * in a row go unanswered it closes the connection and the sessions on it, 12 s after the node's
+ * last packet (while logging in, after 9 s without one). Short because a session that was waiting
+ * on a shared connection whose node went silent then tries a fresh connection (ssh does that
+ * itself), which waits ConnectTimeout: the node is named within ConnectTimeout + 12 s.
+ */
+export const SSH_KEEPALIVE = { intervalSeconds: 3, countMax: 3 } as const;
+
+/**
  * Options of the system ssh client for `target` (all but the port, which the Docker provider takes in
- * its `ssh://` URL): the key file, no prompts, bounded connect time, and the host key checked
- * against `knownHostsFile` when the node pins one.
+ * its `ssh://` URL): the key file, no prompts, bounded connect time, a connection closed when its
+ * node stops answering ({@link SSH_KEEPALIVE}), and the host key checked against `knownHostsFile`
+ * when the node pins one. One connection attempt: a second one waits ConnectTimeout again for a
+ * node that does not answer, while within one attempt the kernel already sends the SYN again.
  */
 export function sshClientOptions(target: SshTarget, keyFile: string, knownHostsFile: string): string[] {
     return [
@@ -50,9 +65,9 @@ export function sshClientOptions(target: SshTarget, keyFile: string, knownHostsF
         "-o", "IdentitiesOnly=yes",
         "-o", "BatchMode=yes",
         "-o", `ConnectTimeout=${target.connectTimeoutSeconds}`,
-        "-o", "ConnectionAttempts=2",
-        "-o", "ServerAliveInterval=15",
-        "-o", "ServerAliveCountMax=8",
+        "-o", "ConnectionAttempts=1",
+        "-o", `ServerAliveInterval=${SSH_KEEPALIVE.intervalSeconds}`,
+        "-o", `ServerAliveCountMax=${SSH_KEEPALIVE.countMax}`,
         "-o", `StrictHostKeyChecking=${target.hostKey ? "yes" : "no"}`,
         "-o", `UserKnownHostsFile=${target.hostKey ? knownHostsFile : "/dev/null"}`,
         "-o", "LogLevel=ERROR",
@@ -109,12 +124,26 @@ export function sshShareOptions(target: SshTarget & { readonly user: string }, p
 }
 
 /**
- * Whether a session that went through an existing shared connection failed for the connection's
- * sake rather than the program's (ssh's 255 before any output: e.g. the node rebooted since, and
- * the connection's end went with it); such a session is run once more on a connection of its own.
+ * The error of a session whose ssh gave up waiting for the node (stepFailure.ts, sshConnectTimedOut),
+ * naming it as `where`; else undefined. A connection that went silent later, which the keepalives
+ * close ({@link SSH_KEEPALIVE}), ends with 255 and no word: the run tries it once more on a
+ * connection of its own ({@link sharedConnectionFailed}), whose connect timeout then speaks.
  */
-export function sharedConnectionFailed(shared: { existing: boolean }, code: number | null, stdout: string): boolean {
-    return shared.existing && code === 255 && stdout === "";
+export function noAnswerMessage(where: string, stderr: string, connectTimeoutSeconds: number): string | undefined {
+    return sshConnectTimedOut(stderr) ? `${where} does not answer on SSH (no reply within ${connectTimeoutSeconds} s)` : undefined;
+}
+
+/**
+ * Whether a session that went through an existing shared connection failed for the connection's
+ * sake rather than the program's or the node's: ssh's 255 before any output, and no word that the
+ * node did not answer. ssh itself already makes a fresh connection when the shared one fails before
+ * the session opens (the node rebooted since, and the connection's end went with it); this is for a
+ * shared connection that ended after it opened. Such a session is run once more on a connection of
+ * its own. Not when ssh says the node did not answer: its fresh connection waited ConnectTimeout
+ * already, and another would wait as long again (the node is named within ConnectTimeout + 12 s).
+ */
+export function sharedConnectionFailed(shared: { existing: boolean }, outcome: { readonly code: number | null; readonly stdout: string; readonly stderr: string }): boolean {
+    return shared.existing && outcome.code === 255 && outcome.stdout === "" && !sshConnectTimedOut(outcome.stderr);
 }
 
 /**
@@ -123,14 +152,14 @@ export function sharedConnectionFailed(shared: { existing: boolean }, code: numb
  * ({@link sharedConnectionFailed}). Self-contained: it is serialized into the builtin runner's
  * dynamic provider.
  */
-export async function overSharedConnection<T extends { readonly code: number | null; readonly stdout: string }>(
+export async function overSharedConnection<T extends { readonly code: number | null; readonly stdout: string; readonly stderr: string }>(
     target: SshTarget & { readonly user: string },
     privateKey: string,
     attempt: (options: readonly string[]) => Promise<T>,
 ): Promise<T> {
     const shared = sshShareOptions(target, privateKey);
     const outcome = await attempt(shared.options);
-    return sharedConnectionFailed(shared, outcome.code, outcome.stdout) ? attempt(["-o", "ControlPath=none"]) : outcome;
+    return sharedConnectionFailed(shared, outcome) ? attempt(["-o", "ControlPath=none"]) : outcome;
 }
 
 /** Files the system ssh client of the operator's machine reads for one node. */

@@ -27,6 +27,8 @@ export interface StepWhere {
     readonly user: string;
     readonly host: string;
     readonly port: number;
+    /** ssh's ConnectTimeout to this node: how long it waited when the node did not answer. */
+    readonly connectTimeoutSeconds?: number;
 }
 
 /** What one ssh session of a step ended with. */
@@ -45,6 +47,17 @@ export const FAILED_COMMAND_MARK = "vllm-fleet-failed-command: ";
 /** `spark1 (spark@10.230.34.10:22)`: a node as every message names it. */
 export function nodeAddress(target: { readonly node: string; readonly user: string; readonly host: string; readonly port: number }): string {
     return `${target.node} (${target.user}@${target.host}:${target.port})`;
+}
+
+/**
+ * Whether the system ssh client gave up waiting for the node, by what it printed on `stderr` (at
+ * LogLevel=ERROR, as OpenSSH 9.2 prints it): no TCP connection, or no SSH banner, within
+ * ConnectTimeout (the kernel's words differ: "Connection timed out" on Linux, "Operation timed out"
+ * on macOS). A connection the keepalives closed later (ssh.ts, SSH_KEEPALIVE) ends with 255 and no
+ * word at that level. scripts/peer-run.sh's no_answer reads a line alike.
+ */
+export function sshConnectTimedOut(stderr: string): boolean {
+    return /^(?:ssh: connect to host \S+ port \d+: (?:Connection|Operation) timed out|Connection timed out during banner exchange)\r?$/m.test(stderr);
 }
 
 /** What a reading of standard error noted (as scripts/run-step.sh's fleet_filter does). */
@@ -168,14 +181,17 @@ function clip(reason: string): string {
 
 /**
  * Why a step failed, from its outcome: `ssh` when the session to the node failed (ssh's 255 without
- * a line from the node), `stopped` when this side was closed after the other side of the step had
- * failed.
+ * a line from the node: the node does not answer on SSH when ssh's last word is that it timed out
+ * waiting, within `connectTimeoutSeconds`), `stopped` when this side was closed after the other side
+ * of the step had failed.
  */
-export function failureReason(outcome: StepOutcome, kind?: "ssh" | "stopped"): string {
+export function failureReason(outcome: StepOutcome, kind?: "ssh" | "stopped", connectTimeoutSeconds?: number): string {
     const notes = readStderr(outcome.stderr);
     const last = notes.reason ?? notes.any;
     let reason: string;
-    if (kind === "ssh") {
+    if (kind === "ssh" && last !== undefined && sshConnectTimedOut(last)) {
+        reason = connectTimeoutSeconds === undefined ? `does not answer on SSH: ${last}` : `does not answer on SSH (no reply within ${connectTimeoutSeconds} s)`;
+    } else if (kind === "ssh") {
         reason = `ssh failed (connection or authentication): ${last ?? "no answer"}`;
     } else if (kind === "stopped") {
         reason = `stopped after the other side had failed${last ? `: ${last}` : ""}`;
@@ -196,7 +212,7 @@ export function stepFailureLine(where: StepWhere, outcome: StepOutcome, stoppedB
         return notes.stepLine.slice(STEP_LINE_PREFIX.length);
     }
     const kind = stoppedByUs ? "stopped" : outcome.code === 255 ? "ssh" : undefined;
-    return `${where.resource} (${where.operation}) on node ${nodeAddress(where)}: ${failureReason(outcome, kind)}`;
+    return `${where.resource} (${where.operation}) on node ${nodeAddress(where)}: ${failureReason(outcome, kind, where.connectTimeoutSeconds)}`;
 }
 
 /**

@@ -6,7 +6,8 @@
 # Succeeds when both succeed; when one fails, the other gets 10 s, then its session is closed. A
 # failed side's one line (run-step.sh: the node's own, or worded here when its session failed) is
 # held back and printed at the end, the peer's first (its failure usually explains this node's).
-# Inputs: OPERATION, SELF_RUN, PEER_RUN (remote command lines), FLEET_STEP (the resource), then on
+# Inputs: OPERATION, SELF_RUN, PEER_RUN (remote command lines), FLEET_STEP (the resource),
+# FLEET_SSH_CONNECT_SECONDS (ssh's ConnectTimeout, for a node that does not answer), then on
 # standard input PEER_NODE, SELF_WHERE, PEER_WHERE (the nodes as messages name them), SELF_SSH,
 # PEER_SSH (ssh argument arrays ending in --), SELF_PROGRAMS, PEER_PROGRAMS. Needs run-step.sh's
 # functions.
@@ -42,6 +43,13 @@ while [ -z "$peer_status" ] || [ -z "$self_status" ]; do
   fi
 done
 
+# no_answer: whether ssh's last word (fleet_filter's notes) is that it gave up waiting for the node,
+# for a TCP connection or the SSH banner, as stepFailure.ts's sshConnectTimedOut reads it.
+no_answer() {
+  local last=${fleet_seen_reason:-$fleet_seen_any}
+  [[ $last =~ ^ssh:\ connect\ to\ host\ [^[:space:]]+\ port\ [0-9]+:\ (Connection|Operation)\ timed\ out$ || $last == "Connection timed out during banner exchange" ]]
+}
+
 # report <side> <where> <status> <pid>: the one line of a failed side.
 report() {
   [ "$3" = 0 ] && return 0
@@ -54,6 +62,9 @@ report() {
     fleet_step_line "$OPERATION" "$2" "$3" stopped
   elif [ -n "$fleet_seen_step" ]; then
     printf '%s\n' "$fleet_seen_step"
+  elif [ "$3" = 255 ] && no_answer; then
+    # Worded here, not in run-step.sh: that one travels with every program, this one only here.
+    printf 'vllm-fleet: %s (%s) on node %s: does not answer on SSH (no reply within %s s)\n' "$FLEET_STEP" "$OPERATION" "$2" "$FLEET_SSH_CONNECT_SECONDS"
   elif [ "$3" = 255 ]; then
     fleet_step_line "$OPERATION" "$2" "$3" ssh
   else

@@ -9,6 +9,8 @@
  * - What supervision cannot fix (a container removed) a plain `up` replaces, and only it; what it
  *   leaves alone (a head or rank 0 stopped or paused by hand) and an engine restart on the first
  *   node never wedge `up`: a plain one (and, for ray, refresh + up) serves again.
+ * - A node that stops answering on SSH (ray) is named by `preview` and `up` within the SSH connect
+ *   timeout + 15 s.
  * - `destroy` with a node's sshd down fails in bounded time naming the node; a later one leaves
  *   nothing; so does a destroy with containers stopped or paused by hand, or after an engine restart.
  * Each recovery is timed; the table is printed at the end.
@@ -116,9 +118,10 @@ describe.each([
     });
 
     afterAll(async () => {
-        // sshd may have been left down by a failed test.
+        // sshd may have been left down, or its packets dropped, by a failed test.
         for (const node of cluster?.nodes ?? []) {
             onNode(node, "pgrep -x sshd >/dev/null || /usr/sbin/sshd -E /var/log/sshd.log");
+            onNode(node, "while iptables -D INPUT -p tcp --dport 22 -j DROP 2>/dev/null; do :; done");
         }
         await tearDown({ stacks: [stack], cluster: name, workDir });
         console.log(`fault table (${executor}): ${JSON.stringify(table.filter((row) => row.executor === executor))}`);
@@ -259,6 +262,34 @@ describe.each([
         table.push({ fault: "vllm serve killed, watchdog stopped", executor, viaUp: Math.round(viaUp), restarted: `vllm serve, watchdog (${JSON.stringify(up.summary.resourceChanges)})` });
     });
 
+    // The last of the ray block's own cases (the destroy below is both executors'). The preview
+    // before the drop leaves node 2's shared SSH connection open: the first run waits for its
+    // keepalives to close it, then for a fresh connection; the second finds none open.
+    it.runIf(executor === "ray")("a node that stops answering on SSH (its packets dropped, as when unplugged) is named by preview and up within sshConnectSeconds + 15 s", async () => {
+        const connectSeconds = JSON.parse((await stack.getConfig("vllm-fleet:timeouts")).value).sshConnectSeconds as number;
+        const rule = "INPUT -p tcp --dport 22 -j DROP";
+        await stack.preview();
+        onNode(worker(), `iptables -I ${rule}`);
+        try {
+            for (const [what, run] of [
+                ["preview", () => stack.preview()],
+                ["up", () => stack.up()],
+            ] as const) {
+                const start = Date.now();
+                const failure = await run().then(
+                    () => undefined,
+                    (error: Error) => error,
+                );
+                const seconds = (Date.now() - start) / 1000;
+                console.log(`${what} with node 2's SSH packets dropped failed after ${seconds.toFixed(1)} s`);
+                expect(failure?.message).toMatch(new RegExp(`node spark2 \\(spark@[0-9.]+:22\\) does not answer on SSH \\(no reply within ${connectSeconds} s\\)`));
+                expect(seconds).toBeLessThan(connectSeconds + 15);
+            }
+        } finally {
+            onNode(worker(), `iptables -D ${rule}`);
+        }
+    });
+
     it("destroy fails in bounded time naming a node whose sshd is down; a later destroy leaves nothing", async () => {
         onNode(worker(), "pkill -x sshd || true");
         const start = Date.now();
@@ -277,7 +308,8 @@ describe.each([
     // A destroy ends clean whatever state the containers are in: each wedge above, one at a time,
     // with the other node's serving container stopped or paused by hand as well.
     const destroyIn: [string, () => void][] = [
-        [`${wedges[0][0]}, the other node's paused`, () => (wedges[0][1](), onNode(worker(), `docker pause ${serving} >/dev/null`))],
+        // The other node's first: once the head stops, its serving container may be restarting (mp).
+        [`${wedges[0][0]}, the other node's paused`, () => (onNode(worker(), `docker pause ${serving} >/dev/null`), wedges[0][1]())],
         [`${wedges[1][0]}, the other node's stopped by hand`, () => (wedges[1][1](), onNode(worker(), `docker kill ${serving} >/dev/null`))],
         [wedges[2][0], wedges[2][1]],
     ];

@@ -150,6 +150,10 @@ describe("the Docker provider reaches a node like every other path", async () =>
         expect(provider.host).toBe("ssh://aurora@10.1.230.181:2222");
     });
 
+    it("fails in seconds on a node that does not answer: one attempt of ConnectTimeout, keepalives", () => {
+        expect(options).toEqual(expect.arrayContaining(["ConnectTimeout=20", "ConnectionAttempts=1", "ServerAliveInterval=3", "ServerAliveCountMax=3"]));
+    });
+
     it("skips the check, like remote.Command, where no host key is pinned", async () => {
         const open = await runProgram({ ...users, nodes: sparkDuo.nodes }, probe);
         const openOptions = sshOptsOf(unsecret(open.byName("spark1-docker").inputs));
@@ -179,6 +183,11 @@ describe("the image copy (image.source copy) reaches both nodes like every other
         expect(stdin.match(/StrictHostKeyChecking=yes/g)).toHaveLength(2);
         expect(stdin).toContain("spark1.known_hosts");
         expect(stdin).toContain("spark2.known_hosts");
+    });
+
+    it("fails in seconds on either node when it does not answer", () => {
+        expect(stdin.match(/'ConnectionAttempts=1'/g)).toHaveLength(2);
+        expect(stdin.match(/'ServerAliveInterval=3' '-o' 'ServerAliveCountMax=3'/g)).toHaveLength(2);
     });
 
     it("runs both sides' programs from standard input, none on a command line, and relays no data", () => {

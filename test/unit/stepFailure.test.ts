@@ -99,8 +99,15 @@ const sshFailures: [string, string, string][] = [
         "@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@\n@    WARNING: REMOTE HOST IDENTIFICATION HAS CHANGED!     @\n@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@\nHost key for 10.230.34.10 has changed and you have requested strict checking.\nHost key verification failed.\n",
         "Host key verification failed.",
     ],
-    ["a timeout", "ssh: connect to host 10.230.34.10 port 22: Connection timed out\n", "ssh: connect to host 10.230.34.10 port 22: Connection timed out"],
     ["no word at all", "", "no answer"],
+];
+
+/** [what, standard error]: ssh giving up waiting for the node (exit 255), as OpenSSH 9.2 prints it (\r and all). */
+const noAnswers: [string, string][] = [
+    ["no TCP connection within ConnectTimeout", "ssh: connect to host 10.230.34.10 port 22: Connection timed out\r\n"],
+    ["the same on macOS", "ssh: connect to host 10.230.34.10 port 22: Operation timed out\r\n"],
+    ["no SSH banner within ConnectTimeout (sshd stopped)", "Connection timed out during banner exchange\r\n"],
+    ["a shared connection gone silent, then ssh's own fresh one", "mux_client_request_session: read from master failed: Broken pipe\r\nssh: connect to host 10.230.34.10 port 22: Connection timed out\r\n"],
 ];
 
 /** The bash of scripts/run-step.sh reading `stderr` as fleet_filter does, then its reason. */
@@ -122,6 +129,11 @@ describe("the reason of a failed step: the last meaningful line of what it ran",
         const reason = `ssh failed (connection or authentication): ${last}`;
         expect(failureReason(outcome(stderr, 255), "ssh")).toBe(reason);
         expect(bashReason(stderr, 255, "ssh")).toBe(reason);
+    });
+
+    it.each(noAnswers)("the node does not answer on SSH: %s (stepFailure.ts)", (_what, stderr) => {
+        expect(failureReason(outcome(stderr, 255), "ssh", 20)).toBe("does not answer on SSH (no reply within 20 s)");
+        expect(failureReason(outcome(stderr, 255), "ssh")).toMatch(/^does not answer on SSH: .*timed out/);
     });
 
     it("keeps a line to a readable length, its start and its end", () => {
@@ -155,6 +167,12 @@ describe("the one line of a failed step", () => {
     it("says ssh failed when the session to the node did (255, no line from the node)", () => {
         expect(stepFailureLine({ ...spark1, operation: "create" }, outcome("ssh: connect to host 10.230.34.10 port 22: Connection refused\n", 255))).toBe(
             "vllm-serve (create) on node spark1 (spark@10.230.34.10:22): ssh failed (connection or authentication): ssh: connect to host 10.230.34.10 port 22: Connection refused",
+        );
+    });
+
+    it("says the node does not answer on SSH when ssh timed out waiting for it", () => {
+        expect(stepFailureLine({ ...spark1, operation: "create", connectTimeoutSeconds: 20 }, outcome(noAnswers[0][1], 255))).toBe(
+            "vllm-serve (create) on node spark1 (spark@10.230.34.10:22): does not answer on SSH (no reply within 20 s)",
         );
     });
 
@@ -275,7 +293,7 @@ describe("peer-run.sh: a command with a peer (pulumi-command runner) ends with o
             PEER_PROGRAMS: programsOnStdin({ create: peer.programs }, { resource: "spark2-image", node: "spark1 (spark@10.230.34.10:22)" }),
         });
         const script = [
-            renderAssignments({ OPERATION: "create", FLEET_STEP: "spark2-image", SELF_RUN: runFromStdin("create"), PEER_RUN: runFromStdin("create") }),
+            renderAssignments({ OPERATION: "create", FLEET_STEP: "spark2-image", FLEET_SSH_CONNECT_SECONDS: 20, SELF_RUN: runFromStdin("create"), PEER_RUN: runFromStdin("create") }),
             readScript("run-step"),
             readScript("peer-run"),
         ].join("\n");
@@ -315,6 +333,15 @@ describe("peer-run.sh: a command with a peer (pulumi-command runner) ends with o
         expect(run.stderr.trimEnd().split("\n").slice(-1)).toEqual([
             "vllm-fleet: spark2-image (create) on node spark1 (spark@10.230.34.10:22): ssh failed (connection or authentication): ssh: connect to host 10.230.34.10 port 22: Connection refused",
         ]);
+    });
+
+    it.each(noAnswers)("words the line itself when the peer does not answer on SSH: %s (as stepFailure.ts)", (_what, stderr) => {
+        const printed = stderr.replace(/\r\n/g, "\\r\\n");
+        const run = peerRun({ programs: "echo received" }, { programs: "true", ssh: fakeSsh(`printf '${printed}' >&2; exit 255`) });
+        expect(run.status).not.toBe(0);
+        const line = "spark2-image (create) on node spark1 (spark@10.230.34.10:22): does not answer on SSH (no reply within 20 s)";
+        expect(run.stderr.trimEnd().split("\n").slice(-1)).toEqual([`vllm-fleet: ${line}`]);
+        expect(stepFailureLine({ resource: "spark2-image", operation: "create", node: "spark1", user: "spark", host: "10.230.34.10", port: 22, connectTimeoutSeconds: 20 }, outcome(stderr, 255))).toBe(line);
     });
 });
 
