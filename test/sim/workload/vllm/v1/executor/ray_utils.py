@@ -1,8 +1,9 @@
 # STAND-IN: vllm/v1/executor/ray_utils.py of vLLM 0.17.1 (vllm-fleet proving ground):
 # initialize_ray_cluster (join the running Ray cluster, create the placement group vLLM creates:
 # world-size bundles of {GPU: 1}, the first also asking node:<get_ip()>, with vLLM's wording when
-# it cannot be placed) and RayWorkerWrapper, the Ray actor of one rank. Simpler than real: no
-# compiled DAG; the wait for the placement group is bounded by VLLM_SIM_STARTUP_TIMEOUT.
+# it cannot be placed), RayWorkerWrapper, the Ray actor of one rank, and assert_ray_available.
+# Simpler than real: no compiled DAG; the wait for the placement group is bounded by
+# VLLM_SIM_STARTUP_TIMEOUT.
 import os
 import time
 
@@ -84,6 +85,15 @@ class RayWorkerWrapper:
 
     def execute(self, request_id: str) -> dict:
         return {"rank": self.rank, "ip": self.report["ip"]}
+
+
+def assert_ray_available():
+    """vLLM's check that Ray can be imported (vllm/config/parallel.py calls it for the ray executor;
+    vllm-fleet's argument check too). vLLM imports Ray when this module loads; the stand-in, when asked."""
+    try:
+        import ray  # noqa: F401
+    except ImportError as e:
+        raise ValueError(f"Failed to import Ray: {e}." "Please install Ray with `pip install ray`.") from None
 
 
 def _available_resources_per_node():
