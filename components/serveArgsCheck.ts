@@ -2,7 +2,8 @@
  * The serve arguments checked by the vLLM inside the image (components/scripts/vllm-args-check.sh),
  * on the first node, before any Ray or vLLM container starts: a misspelled parser name or a flag
  * this vLLM does not have fails here with vLLM's own message and the config key, not minutes later
- * in a container that exits at start. It runs again when the image or the arguments change.
+ * in a container that exits at start; so does the ray executor with an image without Ray. It runs
+ * again when the image or the arguments change, and reports the image's vLLM and Ray versions.
  */
 import * as pulumi from "@pulumi/pulumi";
 import { FleetConfig } from "../infra/config";
@@ -25,6 +26,7 @@ const FLAG_KEYS: readonly (readonly [string, string])[] = [
     ["--gpu-memory-utilization", "vllm.gpuMemoryUtilization"],
     ["--tensor-parallel-size", "parallelism.tensor"],
     ["--pipeline-parallel-size", "parallelism.pipeline"],
+    ["--distributed-executor-backend", "executor"],
     ["--served-model-name", "model.servedName"],
     ["--trust-remote-code", "vllm.trustRemoteCode"],
 ];
@@ -38,6 +40,39 @@ export function flagKeys(config: FleetConfig): string[] {
     return [...FLAG_KEYS.map(([text, key]) => `${text}|${key}`), ...extra];
 }
 
+/** The versions of vLLM and Ray in the image, as the check found them installed (`ray` is "none" without Ray). */
+export interface ImageVersions {
+    readonly vllm: string;
+    readonly ray: string;
+}
+
+/** What the check printed on success: its verdict, why it could not judge, the image's versions. */
+export interface ArgsCheckReport {
+    readonly verdict: "accepted" | "unchecked";
+    /** Why the image's vLLM could not judge the arguments here (unchecked). */
+    readonly reason?: string;
+    /** Absent when the check could not read them (the check of an older vllm-fleet, a Python that did not start). */
+    readonly versions?: ImageVersions;
+}
+
+/** Parses the standard output of vllm-args-check.sh (a refusal fails the command: no output to parse). */
+export function parseArgsCheck(stdout: string): ArgsCheckReport {
+    const unchecked = /^unchecked: (.*)$/m.exec(stdout);
+    const versions = /^versions vllm=(\S+) ray=(\S+)$/m.exec(stdout);
+    return {
+        verdict: unchecked ? "unchecked" : "accepted",
+        ...(unchecked ? { reason: unchecked[1] } : {}),
+        ...(versions ? { versions: { vllm: versions[1], ray: versions[2] } } : {}),
+    };
+}
+
+/** The check on the first node: the resource that gates the starts, and what it found. */
+export interface ServeArgsCheck {
+    readonly resource: pulumi.Resource;
+    /** The image's vLLM and Ray versions (undefined when the check could not read them). */
+    readonly versions: pulumi.Output<ImageVersions | undefined>;
+}
+
 /** Registers the check on `head`; `argv` are the arguments of `vllm` on the first node (`serve` first). */
 export function serveArgsCheck(
     name: string,
@@ -45,7 +80,7 @@ export function serveArgsCheck(
     head: SparkNode,
     argv: pulumi.Input<string[]>,
     opts: pulumi.CustomResourceOptions,
-): pulumi.Resource {
+): ServeArgsCheck {
     const check = hostCommand(
         config.commandRunner,
         name,
@@ -65,11 +100,11 @@ export function serveArgsCheck(
         },
         opts,
     );
-    check.stdout.apply((stdout) => {
-        const unchecked = /^unchecked: (.*)$/m.exec(stdout);
-        if (unchecked) {
-            pulumi.log.warn(`the serve arguments were not checked with the image's vLLM: ${unchecked[1]}`);
+    const report = check.stdout.apply((stdout) => parseArgsCheck(stdout));
+    report.apply((found) => {
+        if (found.verdict === "unchecked") {
+            pulumi.log.warn(`the serve arguments were not checked with the image's vLLM: ${found.reason}`);
         }
     });
-    return check.resource;
+    return { resource: check.resource, versions: report.apply((found) => found.versions) };
 }

@@ -308,14 +308,14 @@ export async function fleetProgram(observe: Observer = observeOverSsh): Promise<
     const planned = planFleet(config, modelNodes, synced);
     // The arguments of `vllm` on the first node, checked by the image's own vLLM before anything starts.
     const argv = planned.apply((list) => (config.executor === "ray" ? vllmServeArgs(config, apiBindAddress(config, list[0])) : [...mpRankSpec(config, stack, list, 0, "").command]));
-    const argsChecked = serveArgsCheck(`${VLLM_SERVICE_NAME}-args-check`, config, nodes[0], argv, { parent: nodes[0] });
+    const argsCheck = serveArgsCheck(`${VLLM_SERVICE_NAME}-args-check`, config, nodes[0], argv, { parent: nodes[0] });
     // Ray and vLLM start behind the rules of security.firewall, when asked for.
     const firewalls = nodeFirewalls(config, stack, nodes, firewallRevisions(observations, newRevision));
     const ray =
         config.executor === "ray"
-            ? new RayCluster(RAY_CLUSTER_NAME, { config, stack, nodes, planned, revisions: reconciliation.revisions, rayToken: secrets.rayToken!, after: [argsChecked, ...firewalls] })
+            ? new RayCluster(RAY_CLUSTER_NAME, { config, stack, nodes, planned, revisions: reconciliation.revisions, rayToken: secrets.rayToken!, after: [argsCheck.resource, ...firewalls] })
             : undefined;
-    const vllm = new VllmService(VLLM_SERVICE_NAME, { config, stack, nodes, planned, ray, apiKey: secrets.apiKey, reconciliation, after: [argsChecked, ...firewalls] });
+    const vllm = new VllmService(VLLM_SERVICE_NAME, { config, stack, nodes, planned, ray, apiKey: secrets.apiKey, reconciliation, after: [argsCheck.resource, ...firewalls] });
 
     return {
         endpoint: vllm.endpoint,
