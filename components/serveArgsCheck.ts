@@ -2,7 +2,8 @@
  * The serve arguments checked by the vLLM inside the image (components/scripts/vllm-args-check.sh),
  * on the first node, before any Ray or vLLM container starts: a misspelled parser name or a flag
  * this vLLM does not have fails here with vLLM's own message and the config key, not minutes later
- * in a container that exits at start. It runs again when the image or the arguments change.
+ * in a container that exits at start; so does the ray executor with an image without Ray. It runs
+ * again when the image or the arguments change, and reports the image's vLLM and Ray versions.
  */
 import * as pulumi from "@pulumi/pulumi";
 import { ArgsCheckPlan } from "../infra/core/plan";
@@ -12,6 +13,32 @@ import { scriptProgram } from "./shell";
 
 /** The check of the serve arguments (vllm-args-check.sh), with what it uses. */
 export const ARGS_CHECK = ["docker-state", "vllm-args-check"];
+
+/** The versions of vLLM and Ray in the image, as the check found them installed (`ray` is "none" without Ray). */
+export interface ImageVersions {
+    readonly vllm: string;
+    readonly ray: string;
+}
+
+/** What the check printed on success: its verdict, why it could not judge, the image's versions. */
+export interface ArgsCheckReport {
+    readonly verdict: "accepted" | "unchecked";
+    /** Why the image's vLLM could not judge the arguments here (unchecked). */
+    readonly reason?: string;
+    /** Absent when the check could not read them (the check of an older vllm-fleet, a Python that did not start). */
+    readonly versions?: ImageVersions;
+}
+
+/** Parses the standard output of vllm-args-check.sh (a refusal fails the command: no output to parse). */
+export function parseArgsCheck(stdout: string): ArgsCheckReport {
+    const unchecked = /^unchecked: (.*)$/m.exec(stdout);
+    const versions = /^versions vllm=(\S+) ray=(\S+)$/m.exec(stdout);
+    return {
+        verdict: unchecked ? "unchecked" : "accepted",
+        ...(unchecked ? { reason: unchecked[1] } : {}),
+        ...(versions ? { versions: { vllm: versions[1], ray: versions[2] } } : {}),
+    };
+}
 
 export interface ServeArgsCheckArgs {
     /** The first node: the check runs there. */
@@ -27,6 +54,8 @@ export interface ServeArgsCheckArgs {
 export class ServeArgsCheck extends pulumi.ComponentResource {
     /** The step that runs the check. */
     public readonly check: pulumi.Resource;
+    /** The image's vLLM and Ray versions (undefined when the check could not read them). */
+    public readonly versions: pulumi.Output<ImageVersions | undefined>;
 
     constructor(name: string, args: ServeArgsCheckArgs, opts?: pulumi.ComponentResourceOptions) {
         super("vllm-fleet:vllm:ServeArgsCheck", name, {}, opts);
@@ -49,13 +78,14 @@ export class ServeArgsCheck extends pulumi.ComponentResource {
             // The step was a child of the node before this component was: the same resource.
             { parent: this, aliases: opts?.parent ? [{ parent: opts.parent }] : [] },
         );
-        command.stdout.apply((stdout) => {
-            const unchecked = /^unchecked: (.*)$/m.exec(stdout);
-            if (unchecked) {
-                pulumi.log.warn(`the serve arguments were not checked with the image's vLLM: ${unchecked[1]}`, this);
+        const report = command.stdout.apply(parseArgsCheck);
+        report.apply((found) => {
+            if (found.verdict === "unchecked") {
+                pulumi.log.warn(`the serve arguments were not checked with the image's vLLM: ${found.reason}`, this);
             }
         });
         this.check = command.resource;
-        this.registerOutputs({});
+        this.versions = report.apply((found) => found.versions);
+        this.registerOutputs({ versions: this.versions });
     }
 }

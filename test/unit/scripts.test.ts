@@ -541,17 +541,18 @@ describe("vllm-args-check.sh: the serve arguments checked by the vLLM inside the
         const outcome = check(["serve", "/models/m", "--tensor_parallel_size", "2", "--reasoning-parser", "qwen3", "--tool-call-parser", "qwen3_coder", "--enable-auto-tool-choice"], keys);
         expect(outcome.stderr).toBe("");
         expect(outcome.status).toBe(0);
-        expect(outcome.stdout.trim()).toBe("accepted");
+        expect(outcome.stdout).toMatch(/^accepted$/m);
+        expect(outcome.stdout).toMatch(/^versions vllm=0\.17\.1\+vllm-fleet-standin ray=\S+$/m);
         expect(outcome.docker).toEqual(["inspect", "run"]);
     });
 
     it("checks inside the serving container when it runs the same image, in a new container when not", () => {
         const args = ["serve", "/models/m", "--max-model-len", "4096"];
         const same = check(args, keys, true, "sha256:img1");
-        expect(same.stdout.trim()).toBe("accepted");
+        expect(same.stdout).toMatch(/^accepted$/m);
         expect(same.docker).toEqual(["inspect", "image", "exec"]);
         const other = check(args, keys, true, "sha256:img0");
-        expect(other.stdout.trim()).toBe("accepted");
+        expect(other.stdout).toMatch(/^accepted$/m);
         expect(other.docker).toEqual(["inspect", "image", "run"]);
         // A stopped container prints no image (`{{if .State.Running}}`).
         const stopped = check(args, keys, true, "");
@@ -579,6 +580,6 @@ describe("vllm-args-check.sh: the serve arguments checked by the vLLM inside the
     it("lets an image whose vLLM has another layout through, saying it could not check", () => {
         const outcome = check(["serve", "/models/m"], keys, false);
         expect(outcome.status).toBe(0);
-        expect(outcome.stdout).toMatch(/^unchecked: vllm-fleet: cannot load the CLI of this vLLM \(ModuleNotFoundError/m);
+        expect(outcome.stdout).toMatch(/^unchecked: cannot load the CLI of this vLLM \(ModuleNotFoundError/m);
     });
 });

@@ -123,6 +123,15 @@ export interface PlanInput {
 }
 
 /**
+ * `<text>|<config key>` pairs for the check of the serve arguments: each flag vllm-fleet sets from a
+ * key (config/vllmFlags.ts, with the words vLLM's refusals use for it), and each flag of
+ * `vllm.extraArgs`.
+ */
+export function argsCheckKeys(config: Pick<FleetConfig, "vllm">): string[] {
+    return [...managedFlagKeys(), ...config.vllm.extraArgs.filter((arg) => arg.startsWith("-")).map((arg) => `${arg.split("=")[0]}|vllm.extraArgs`)];
+}
+
+/**
  * The plan of the fleet. Throws, naming the node, when a node has no usable fabric attachment
  * (fabric.ts): before anything is registered.
  */
@@ -151,10 +160,7 @@ export function planFleet(input: PlanInput): FleetPlan {
             image: config.image.name,
             container: serving,
             argv: ranks ? ranks[0].spec.command ?? [] : headArgs,
-            flagKeys: [
-                ...managedFlagKeys(),
-                ...config.vllm.extraArgs.filter((arg) => arg.startsWith("-")).map((arg) => `${arg.split("=")[0]}|vllm.extraArgs`),
-            ],
+            flagKeys: argsCheckKeys(config),
             timeoutSeconds: 600,
         },
         ray:

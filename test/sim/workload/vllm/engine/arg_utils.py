@@ -4,7 +4,9 @@
 # strings, action, value type, default, choices, config group): dumped from vLLM 0.17.1's own
 # parser (built like its docs' argparse hook does), so an unknown flag is refused and a known
 # one accepted exactly as by real vLLM (`--swap-space` is still there in 0.17.1,
-# `--disable-log-requests` is gone: only `--enable-log-requests/--no-enable-log-requests`).
+# `--disable-log-requests` is gone: only `--enable-log-requests/--no-enable-log-requests`). With
+# the 0.33 layout (vllm/version.py) the flags are 0.34.0's, dumped the same way
+# (vllm/engine/_flags_v033.py): no `--swap-space`, `--enable-x`/`--disable-x` pairs.
 # Simpler than real: JSON config flags (`--compilation-config`, ...) are parsed as JSON only, not
 # validated against vLLM's config dataclasses; help texts are not kept.
 import argparse
@@ -294,6 +296,8 @@ _BASE_TYPES = {
     "human_readable_int_or_auto": human_readable_int_or_auto, "union_dict_and_str": union_dict_and_str,
     "parse_dataclass": parse_dataclass, "parse:loads": parse_type(json.loads),
     "<lambda>": lambda s: s.lower().replace("-", "_"),
+    # vLLM 0.33 and 0.34 (--reasoning-parser): `none`, any case, is no parser.
+    "parse_reasoning_parser": lambda s: "" if s.lower() == "none" else s,
 }
 
 
@@ -325,18 +329,40 @@ class LoRAParserAction(argparse.Action):
         setattr(namespace, self.dest, modules)
 
 
+def _option_names(options: str, kind: str) -> list:
+    """The names to declare: the table lists what the parser ends up with, the `--no-x` forms of
+    a boolean flag and (0.33 layout) the inverse of each `--enable-x`/`--disable-x`, which the
+    action adds itself."""
+    names = []
+    for name in options.split():
+        if name.startswith("--no-"):
+            continue
+        if kind == "bool" and any(name == _inverse(kept) for kept in names):
+            continue
+        names.append(name)
+    return names
+
+
+def _inverse(name: str) -> str:
+    for prefix, inverse in (("--enable-", "--disable-"), ("--disable-", "--enable-")):
+        if name.startswith(prefix):
+            return inverse + name[len(prefix):]
+    return ""
+
+
 def add_flags(parser, flags) -> None:
     """Adds flags of the table form to `parser`, in config groups like vLLM's."""
     groups = {}
     for options, kind, type_name, default, choices, group in flags:
-        names = [o for o in options.split() if not o.startswith("--no-")]
+        names = _option_names(options, kind)
         if group == "options":
             target = parser
         else:
             if group not in groups:
                 groups[group] = parser.add_argument_group(title=group, description=GROUP_DESCRIPTIONS.get(group))
             target = groups[group]
-        kwargs = {"default": default}
+        # argparse tells SUPPRESS (no attribute unless given) by identity, not by value.
+        kwargs = {"default": argparse.SUPPRESS if default == argparse.SUPPRESS else default}
         if names[0] == "--structured-outputs-config":
             kwargs["default"] = StructuredOutputsConfig()
         if kind == "bool":
@@ -358,17 +384,33 @@ def add_flags(parser, flags) -> None:
         target.add_argument(*names, **kwargs)
 
 
+def engine_flags() -> list:
+    """The engine flags of the release the stand-in models (vllm/version.py)."""
+    from vllm.version import LAYOUT, RELEASE
+
+    if LAYOUT == "0.17.1":
+        return ENGINE_FLAGS
+    from vllm.engine._flags_v033 import ENGINE_FLAGS as FLAGS_V033, NOT_IN_0_33_0
+
+    if RELEASE == "0.33.0":
+        return [f for f in FLAGS_V033 if f[0].split()[0] not in NOT_IN_0_33_0]
+    return FLAGS_V033
+
+
+def _async_only(flag) -> bool:
+    return flag[0].split()[0] == "--enable-log-requests"
+
+
 class EngineArgs:
     @staticmethod
     def add_cli_args(parser):
-        add_flags(parser, [f for f in ENGINE_FLAGS if f[0] != "--enable-log-requests --no-enable-log-requests"])
+        add_flags(parser, [f for f in engine_flags() if not _async_only(f)])
         return parser
 
 
 class AsyncEngineArgs(EngineArgs):
     @staticmethod
     def add_cli_args(parser, async_args_only: bool = False):
-        flags = ENGINE_FLAGS if not async_args_only else [
-            f for f in ENGINE_FLAGS if f[0] == "--enable-log-requests --no-enable-log-requests"]
+        flags = engine_flags() if not async_args_only else [f for f in engine_flags() if _async_only(f)]
         add_flags(parser, flags)
         return parser

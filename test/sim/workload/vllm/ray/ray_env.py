@@ -10,6 +10,8 @@
 # $VLLM_CONFIG_ROOT/ray_non_carry_over_env_vars.json (VLLM_CONFIG_ROOT default
 # ${XDG_CONFIG_HOME:-~/.config}/vllm), read when this module is imported. Same log lines as
 # vLLM 0.17.1 (older vLLMs copied only the registered names and worded the lines differently).
+# vLLM 0.33 and 0.34 (the 0.33 layout, vllm/version.py) also copy FLASH_ATTENTION_*; their Ray
+# executor no longer uses this (vllm/v1/executor/ray_env_utils.py), their data-parallel engines do.
 # So GLOO_SOCKET_IFNAME, TP_SOCKET_IFNAME and RAY_* are not copied; NCCL_SOCKET_IFNAME,
 # NCCL_IB_HCA, NCCL_IB_DISABLE and UCX_NET_DEVICES are, unless listed in that file.
 import json
@@ -17,6 +19,7 @@ import os
 
 import vllm.envs as envs
 from vllm.logger import init_logger
+from vllm.version import LAYOUT
 
 logger = init_logger(__name__)
 
@@ -36,6 +39,8 @@ except json.JSONDecodeError:
     RAY_NON_CARRY_OVER_ENV_VARS = set()
 
 DEFAULT_ENV_VAR_PREFIXES = {"VLLM_", "LMCACHE_", "NCCL_", "UCX_", "HF_", "HUGGING_FACE_"}
+if LAYOUT != "0.17.1":
+    DEFAULT_ENV_VAR_PREFIXES.add("FLASH_ATTENTION_")
 
 DEFAULT_EXTRA_ENV_VARS = {"PYTHONHASHSEED"}
 

@@ -1,4 +1,5 @@
-# STAND-IN: vllm/utils/argparse_utils.py of vLLM 0.17.1 (vllm-fleet proving ground).
+# STAND-IN: vllm/utils/argparse_utils.py of vLLM 0.17.1 (vllm-fleet proving ground); with the 0.33
+# layout (vllm/version.py) its boolean flags pair `--enable-x` with `--disable-x` (EnableDisableAction).
 #
 # FlexibleArgumentParser is an argparse.ArgumentParser, so argparse's own errors come out exactly
 # as real vLLM's do (e.g. "usage: vllm [-h] [-v] {chat,complete,serve,bench,collect-env,run-batch} ..."
@@ -65,15 +66,37 @@ def _merge(into: dict, update: dict, path: str, duplicates: set) -> None:
             into[key] = value
 
 
+class EnableDisableAction(argparse.BooleanOptionalAction):
+    """vLLM 0.33 and 0.34: `BooleanOptionalAction` that pairs `--enable-x` with `--disable-x` (and
+    `--disable-x` with `--enable-x`); `--no-enable-x`, `--no-disable-x` are still accepted. This is
+    how they take `--disable-log-requests`, which 0.17.1 refuses."""
+
+    _inverse_prefixes = {"--enable-": "--disable-", "--disable-": "--enable-"}
+
+    def __init__(self, option_strings, dest, *args, **kwargs):
+        super().__init__(option_strings, dest, *args, **kwargs)
+        inverses = [inverse + opt[len(prefix):] for opt in option_strings
+                    for prefix, inverse in self._inverse_prefixes.items() if opt.startswith(prefix)]
+        self.negative_option_strings = {opt for opt in self.option_strings if opt not in option_strings} | set(inverses)
+        self.option_strings = [*self.option_strings, *inverses]
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        setattr(namespace, self.dest, option_string not in self.negative_option_strings)
+
+
 class FlexibleArgumentParser(argparse.ArgumentParser):
     """ArgumentParser that allows both underscore and dash in names."""
 
     _search_keyword = None
 
     def __init__(self, *args, **kwargs):
+        from vllm.version import LAYOUT
+
         kwargs.setdefault("formatter_class", SortedHelpFormatter)
         self.add_json_tip = kwargs.pop("add_json_tip", True)
         super().__init__(*args, **kwargs)
+        if LAYOUT != "0.17.1":
+            self.register("action", argparse.BooleanOptionalAction, EnableDisableAction)
 
     def format_help(self):
         if self._subparsers is not None:

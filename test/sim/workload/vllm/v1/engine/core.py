@@ -170,9 +170,10 @@ class EngineConfig:
 
 def make_executor(args, config: EngineConfig):
     if config.backend == "ray":
-        from vllm.v1.executor.ray_executor import RayDistributedExecutor
+        from vllm.v1.executor._ray_executor import RayDistributedExecutor, RayExecutorV2
+        from vllm.version import LAYOUT
 
-        return RayDistributedExecutor(args, config)
+        return (RayDistributedExecutor if LAYOUT == "0.17.1" else RayExecutorV2)(args, config)
     if config.backend == "mp":
         from vllm.v1.executor.multiproc_executor import MultiprocExecutor
 

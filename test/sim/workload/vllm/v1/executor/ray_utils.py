@@ -1,8 +1,10 @@
 # STAND-IN: vllm/v1/executor/ray_utils.py of vLLM 0.17.1 (vllm-fleet proving ground):
 # initialize_ray_cluster (join the running Ray cluster, create the placement group vLLM creates:
 # world-size bundles of {GPU: 1}, the first also asking node:<get_ip()>, with vLLM's wording when
-# it cannot be placed) and RayWorkerWrapper, the Ray actor of one rank. Simpler than real: no
-# compiled DAG; the wait for the placement group is bounded by VLLM_SIM_STARTUP_TIMEOUT.
+# it cannot be placed), RayWorkerWrapper, the Ray actor of one rank (also of 0.33's and 0.34's
+# RayExecutorV2, whose RayWorkerProc it stands in for), and assert_ray_available.
+# Simpler than real: no compiled DAG; the wait for the placement group is bounded by
+# VLLM_SIM_STARTUP_TIMEOUT.
 import os
 import time
 
@@ -42,6 +44,12 @@ class RayWorkerWrapper:
         from vllm.utils.system_utils import update_environment_variables
 
         update_environment_variables(envs_list[self.rpc_rank])
+
+    def set_default_environment_variables(self, driver_env: dict) -> None:
+        """vLLM 0.33's and 0.34's RayWorkerProc.initialize_worker: the driver's variables fill in
+        what this worker lacks (setdefault) and never overwrite its own."""
+        for key, value in driver_env.items():
+            os.environ.setdefault(key, value)
 
     def init_worker(self, all_kwargs: list) -> None:
         kwargs = all_kwargs[self.rpc_rank]
@@ -84,6 +92,15 @@ class RayWorkerWrapper:
 
     def execute(self, request_id: str) -> dict:
         return {"rank": self.rank, "ip": self.report["ip"]}
+
+
+def assert_ray_available():
+    """vLLM's check that Ray can be imported (vllm/config/parallel.py calls it for the ray executor;
+    vllm-fleet's argument check too). vLLM imports Ray when this module loads; the stand-in, when asked."""
+    try:
+        import ray  # noqa: F401
+    except ImportError as e:
+        raise ValueError(f"Failed to import Ray: {e}." "Please install Ray with `pip install ray`.") from None
 
 
 def _available_resources_per_node():

@@ -1,0 +1,17 @@
+import { describe, expect, it } from "vitest";
+import { ArgsCheckReport, parseArgsCheck } from "../../components/serveArgsCheck";
+
+describe("parseArgsCheck: what vllm-args-check.sh printed", () => {
+    it.each<[string, string, ArgsCheckReport]>([
+        ["accepted, with the versions", "versions vllm=0.33.0 ray=none\naccepted\n", { verdict: "accepted", versions: { vllm: "0.33.0", ray: "none" } }],
+        [
+            "unchecked, with the reason and the versions",
+            "versions vllm=0.17.1 ray=2.53.0\nunchecked: this vLLM cannot build its parser here (RuntimeError: Failed to infer device type)\n",
+            { verdict: "unchecked", reason: "this vLLM cannot build its parser here (RuntimeError: Failed to infer device type)", versions: { vllm: "0.17.1", ray: "2.53.0" } },
+        ],
+        ["accepted by the check of an earlier vllm-fleet, without versions", "accepted\n", { verdict: "accepted" }],
+        ["a local version label", "versions vllm=0.17.1+vllm.fleet.standin ray=2.53.0\naccepted\n", { verdict: "accepted", versions: { vllm: "0.17.1+vllm.fleet.standin", ray: "2.53.0" } }],
+    ])("%s", (_, stdout, report) => {
+        expect(parseArgsCheck(stdout)).toEqual(report);
+    });
+});
