@@ -1,7 +1,8 @@
 import { execFileSync } from "child_process";
 import * as fs from "fs";
 import { describe, expect, it } from "vitest";
-import { bashCommand } from "../../components/shell";
+import { bashCommand, readScript, shQuote } from "../../components/shell";
+import { VLLM_LIFECYCLE } from "../../components/vllmService";
 import { RAY_CONTAINER, RAY_SERVE_ARGS_FILE, VLLM_CONTAINER, WATCHDOG_CONTAINER } from "../../infra/core/names";
 import { runWithFakeDocker } from "./fakeDocker";
 import { MockRun, RecordedResource, runProgram, sparkProbeOutput, unsecret } from "./mocks";
@@ -128,6 +129,12 @@ describe("the program's graph (mocks)", async () => {
         expect(start).toContain("ARGS_FILE='/tmp/vllm-fleet-serve.args'");
         const json = /^SERVE_ARGS_JSON='(.*)'$/m.exec(start)?.[1] ?? "";
         expect(JSON.parse(json)).toEqual(expect.arrayContaining(["serve", "--distributed-executor-backend", "ray"]));
+        // vllm-serve's start and stop run the one lifecycle in the Ray head.
+        const lifecycle = readScript(VLLM_LIFECYCLE);
+        const stop = unsecret(run.byName("vllm-serve").inputs.delete) as string;
+        for (const program of [start, stop]) {
+            expect(program).toContain(`LIFECYCLE=${shQuote(lifecycle)}\n`);
+        }
     });
 
     it("restarts vllm serve, and leaves the watchdog as it is, when only a serve argument changes", async () => {
