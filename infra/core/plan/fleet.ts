@@ -78,7 +78,7 @@ export interface VllmPlan {
     /** ray: `vllm serve` started in the head container (vllm-start.sh), without the API key. */
     readonly serve?: {
         readonly container: string;
-        /** The lifecycle's text (vllm-lifecycle.sh), which the start and the stop run in the head. */
+        /** The lifecycle's text (vllm-lifecycle.sh), which the start, the stop and the watchdog run in the head. */
         readonly lifecycle: string;
         readonly args: readonly string[];
         readonly argsFile: string;
@@ -124,7 +124,7 @@ export interface PlanInput {
     readonly watchdogScript: string;
     /**
      * The lifecycle of `vllm serve` in the Ray head (components/scripts/vllm-lifecycle.sh): the one
-     * text the start and the stop run there.
+     * text the start, the stop and the watchdog run there.
      */
     readonly lifecycleScript: string;
 }
@@ -206,7 +206,7 @@ export function planFleet(input: PlanInput): FleetPlan {
             ranks,
             removeFirst,
             fabricChecks: nodes.map((node) => ({ node: node.name, container: serving, executor: config.executor, policy: transportPolicy(config, node), hint: transportHint(config, node) })),
-            watchdog: config.supervision.watchdog ? watchdogSpec(context, input.watchdogScript, reconciliation.watchdogRevision, head) : undefined,
+            watchdog: config.supervision.watchdog ? watchdogSpec(context, { watchdog: input.watchdogScript, lifecycle: input.lifecycleScript }, reconciliation.watchdogRevision, head) : undefined,
         },
     };
 }
