@@ -16,9 +16,15 @@ import { RayCluster } from "./rayCluster";
 import { NodeAccess } from "./sparkNode";
 import { scriptProgram } from "./shell";
 
-/** The start and the stop of `vllm serve` in the Ray head (vllm-start.sh, vllm-stop.sh), with what they use. */
-export const VLLM_START = ["docker-state", "vllm-stop", "vllm-start"];
+/**
+ * The start and the stop of `vllm serve` in the Ray head (vllm-start.sh, vllm-stop.sh), with what they
+ * use; both run the lifecycle (vllm-lifecycle.sh, given as LIFECYCLE: the plan's `serve.lifecycle`)
+ * inside the head, as the watchdog does.
+ */
+export const VLLM_START = ["docker-state", "vllm-start"];
 export const VLLM_STOP = ["docker-state", "vllm-stop"];
+/** The lifecycle of `vllm serve` inside the Ray head: its stop, start and restart (vllm-lifecycle.sh). */
+export const VLLM_LIFECYCLE = "vllm-lifecycle";
 /** The check of a node's NCCL transport (nccl-transport.sh), with what it uses. */
 export const NCCL_TRANSPORT = ["docker-state", "nccl-transport"];
 
@@ -88,6 +94,7 @@ export class VllmService extends pulumi.ComponentResource {
                         TOKEN: serve.token,
                         CONFIG_ROOT: serve.configRoot,
                         NON_CARRY_OVER: JSON.stringify(serve.nonCarryOver),
+                        LIFECYCLE: serve.lifecycle,
                     }),
                     waitProgram,
                 ].join("\n"),
@@ -99,7 +106,7 @@ export class VllmService extends pulumi.ComponentResource {
                     connection: head.connection,
                     create: start,
                     update: start,
-                    delete: `${scriptProgram(VLLM_STOP, { CONTAINER: serve.container })}\nstop_vllm_serve "$CONTAINER"`,
+                    delete: `${scriptProgram(VLLM_STOP, { CONTAINER: serve.container, LIFECYCLE: serve.lifecycle })}\nstop_vllm_serve "$CONTAINER"`,
                     // A rebuilt Ray cluster needs a new server; a changed vLLM setting only a restart.
                     triggers: [args.ray.revision],
                 },
@@ -167,9 +174,10 @@ export class VllmService extends pulumi.ComponentResource {
 
         if (plan.watchdog) {
             // Started once vLLM serves (it must not race the first start). A restart of vLLM pauses
-            // it (vllm-start.sh: it would start a server of its own in the gap); it takes the serve
-            // arguments from the Ray head at each start of its own, so a change of them alone
-            // leaves it running.
+            // it (vllm-start.sh: it would start a server of its own in the gap); it restarts vLLM
+            // with the lifecycle the start and the stop run (its spec carries the text), from the
+            // serve arguments the last start left in the Ray head, so a change of them alone leaves
+            // it running.
             const watchdog = plan.watchdog;
             const spec = apiKey.apply((key) => (key ? withEnv(watchdog, { VLLM_API_KEY: key }) : watchdog));
             realizeContainer(args.containerDriver, args.runner, `${name}-watchdog`, head, spec, { parent: this, dependsOn: [served] }, { watchSeconds: 0 });

@@ -16,7 +16,7 @@ import { RayCluster } from "../components/rayCluster";
 import { ServeArgsCheck } from "../components/serveArgsCheck";
 import { readScript } from "../components/shell";
 import { ImageDelivery, SparkNode } from "../components/sparkNode";
-import { VllmService } from "../components/vllmService";
+import { VLLM_LIFECYCLE, VllmService } from "../components/vllmService";
 import { WeightSync } from "../components/weightSync";
 import { FleetConfig } from "./core/config";
 import { ModelDirFacts, NodeFacts } from "./core/facts";
@@ -119,6 +119,7 @@ export async function fleetProgram(observe: Observer = observeOverSsh): Promise<
         reconciliation,
         firewallRevisions: firewallRevisions(observations, newRevision),
         watchdogScript: readScript("watchdog.py"),
+        lifecycleScript: readScript(VLLM_LIFECYCLE),
     });
     for (const warning of plan.warnings) {
         pulumi.log.warn(warning);

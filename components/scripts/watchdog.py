@@ -9,7 +9,10 @@ mounted), probes vLLM where it listens (WATCHDOG_HOST) and, when the server stop
   `docker exec`. When that process is gone (seen absent on two probes in a row) the watchdog starts
   it again, with the same arguments; when it runs but its engine is dead (/health answers 503) or
   completions failed WATCHDOG_FAILURES times in a row after its startup grace, the watchdog kills it
-  (SIGTERM, then SIGKILL) and starts it again.
+  (SIGTERM, then SIGKILL) and starts it again. Both are the restart of vLLM's lifecycle script
+  (WATCHDOG_LIFECYCLE, vllm-lifecycle.sh: the stop and the start vllm-serve runs too), run in the
+  container by one exec: it checks the serve arguments first (a server that could not be started
+  again is left running), stops whatever runs, and starts the server from those arguments.
 - executor `mp`: vLLM's rank 0 is the main process of its container. After WATCHDOG_FAILURES failed
   completions in a row (after the startup grace) or a 503 from /health, the watchdog restarts that
   container; the headless ranks on the other nodes exit when rank 0 goes away and their own restart
@@ -44,12 +47,16 @@ Configuration (environment; durations in seconds, fractions allowed):
   WATCHDOG_PORT           vLLM's port (required)
   WATCHDOG_MODEL          the served model name sent as `model` (required)
   VLLM_API_KEY            vLLM's API key, sent as `Authorization: Bearer`; empty or unset: none
+  WATCHDOG_LIFECYCLE      executor ray: the text of vllm-lifecycle.sh, run in the container as
+                          `sh -c "$WATCHDOG_LIFECYCLE" vllm-lifecycle restart LOG ARGS_FILE TIMEOUT`
+                          (required)
   WATCHDOG_SERVE_ARGS_FILE
                           executor ray: the file inside the container that holds the arguments
                           of `vllm` as a JSON list, e.g. ["serve", "/models/x", "--port", "8000"]
-                          (default /tmp/vllm-fleet-serve.args). vllm-start.sh writes it with each
-                          start, so the watchdog starts the server the stack last started, and a
-                          change of the serve arguments alone leaves the watchdog as it is.
+                          (default /tmp/vllm-fleet-serve.args). The lifecycle's start (vllm-start.sh)
+                          writes it with each start, so the watchdog starts the server the stack
+                          last started, and a change of the serve arguments alone leaves the
+                          watchdog as it is.
   WATCHDOG_SERVE_LOG      executor ray: the file inside the container that `vllm serve` writes its
                           output to (default /tmp/vllm-fleet-serve.log)
   WATCHDOG_INTERVAL       between probes (default 10)
@@ -64,7 +71,7 @@ Configuration (environment; durations in seconds, fractions allowed):
   WATCHDOG_WINDOW         the window of WATCHDOG_MAX_RESTARTS (default 21600, 6 h)
   WATCHDOG_PROBE_TIMEOUT  how long a completion may take before it counts as failed (default 60)
   WATCHDOG_STOP_TIMEOUT   executor ray: how long `vllm serve` gets to exit after SIGTERM before
-                          SIGKILL (default 30)
+                          SIGKILL (default 30): the lifecycle's stop timeout
   WATCHDOG_STATE_FILE     where the last 50 events are kept as JSON (default
                           /tmp/vllm-fleet-watchdog.json)
   WATCHDOG_DOCKER_SOCKET  the Docker Engine API socket (default /var/run/docker.sock)
@@ -75,8 +82,9 @@ a JSON list of the last 50 events, oldest first, each
 {"time": "2026-12-02T21:50:00Z", "event": "action", "detail": "<the log text>",
  "actions_in_window": 1}, replaced atomically after each event. The events: started, serving,
 failing, starting (inside the startup grace), serving-again, serve-absent and serve-found (ray),
-container-down, container-up, action, kill (SIGKILL after the stop timeout), action-failed,
-gave-up, docker-error, stopped. SIGTERM or SIGINT: exits 0.
+container-down, container-up, action, kill (the lifecycle's stop had to SIGKILL the server after
+the stop timeout), action-failed (with the reason, in one line), gave-up, docker-error, stopped.
+SIGTERM or SIGINT: exits 0.
 
 The watchdog finds `vllm serve` with `pgrep -f` inside the serving container, so its own container
 must not share that container's process namespace: its own command line holds these words too.
@@ -193,6 +201,7 @@ class Config:
         self.serve_args_file = env_str("WATCHDOG_SERVE_ARGS_FILE", "/tmp/vllm-fleet-serve.args")
         if not self.serve_args_file.startswith("/"):
             raise ConfigError(f"WATCHDOG_SERVE_ARGS_FILE={self.serve_args_file!r}: expected an absolute path")
+        self.lifecycle = env_str("WATCHDOG_LIFECYCLE") if self.executor == "ray" else ""
         self.interval = env_seconds("WATCHDOG_INTERVAL", 10, 0.01)
         self.failures = env_count("WATCHDOG_FAILURES", 3, 1)
         self.grace = env_seconds("WATCHDOG_STARTUP_GRACE", 600)
@@ -275,17 +284,17 @@ class UnixHTTPConnection(http.client.HTTPConnection):
 
 
 def demultiplex(data):
-    """The stdout of an attached exec without a TTY: frames of [stream, 0, 0, 0, size(4)] + payload."""
-    out = []
+    """(stdout, stderr) of an attached exec without a TTY: frames of [stream, 0, 0, 0, size(4)] + payload."""
+    out = {1: [], 2: []}
     pos = 0
     while pos + 8 <= len(data):
         kind, size = data[pos], struct.unpack(">I", data[pos + 4 : pos + 8])[0]
         if kind not in (0, 1, 2) or data[pos + 1 : pos + 4] != b"\0\0\0":
-            return data.decode("utf-8", "replace")  # not multiplexed after all
-        if kind == 1:
-            out.append(data[pos + 8 : pos + 8 + size])
+            return data.decode("utf-8", "replace"), ""  # not multiplexed after all
+        if kind in out:
+            out[kind].append(data[pos + 8 : pos + 8 + size])
         pos += 8 + size
-    return b"".join(out).decode("utf-8", "replace")
+    return tuple(b"".join(out[kind]).decode("utf-8", "replace") for kind in (1, 2))
 
 
 class Docker:
@@ -332,9 +341,11 @@ class Docker:
         if status not in (204, 200):
             raise DockerError(f"POST {path}: HTTP {status} {api_message(data)}")
 
-    def exec_run(self, container, cmd, env=None, detach=False):
-        """Runs cmd in the container; detached: returns None at once, else (exit code, stdout)."""
-        spec = {"Cmd": cmd, "AttachStdin": False, "AttachStdout": not detach, "AttachStderr": not detach, "Tty": False}
+    def exec_run(self, container, cmd, env=None, timeout=120):
+        """Runs cmd in the container; returns (exit code, stdout, stderr) once it has ended, within
+        `timeout` seconds (a process it leaves behind, such as the server the lifecycle starts,
+        holds none of its output)."""
+        spec = {"Cmd": cmd, "AttachStdin": False, "AttachStdout": True, "AttachStderr": True, "Tty": False}
         if env:
             spec["Env"] = env
         status, data = self.request("POST", f"/containers/{container}/exec", spec)
@@ -344,21 +355,19 @@ class Docker:
         if status not in (201, 200):
             raise DockerError(f"POST /containers/{container}/exec: HTTP {status} {api_message(data)}")
         exec_id = json.loads(data)["Id"]
-        status, data = self.request("POST", f"/exec/{exec_id}/start", {"Detach": detach, "Tty": False}, timeout=120)
+        status, data = self.request("POST", f"/exec/{exec_id}/start", {"Detach": False, "Tty": False}, timeout=timeout)
         if status in (404, 409):
             # The container stopped (or went) between the exec's creation and its start.
             raise ContainerDown(container, down_state(status, api_message(data)), api_message(data))
         if status not in (200, 101, 204):
             raise DockerError(f"exec {cmd[0]} in {container}: HTTP {status} {api_message(data)}")
-        if detach:
-            return None
-        stdout = demultiplex(data)
+        stdout, stderr = demultiplex(data)
         deadline = time.monotonic() + 10
         while True:
             info = self.json("GET", f"/exec/{exec_id}/json")
             if not info.get("Running") or time.monotonic() > deadline:
                 code = info.get("ExitCode")
-                return (code if isinstance(code, int) else -1), stdout
+                return (code if isinstance(code, int) else -1), stdout, stderr
             time.sleep(0.05)
 
 
@@ -656,7 +665,7 @@ class Watchdog:
     # -- the actions and what they look at
 
     def serve_pid(self):
-        code, out = self.docker.exec_run(self.config.container, ["pgrep", "-o", "-f", SERVE_PATTERN])
+        code, out, _ = self.docker.exec_run(self.config.container, ["pgrep", "-o", "-f", SERVE_PATTERN])
         if code != 0:
             return None
         pids = out.split()
@@ -666,7 +675,7 @@ class Watchdog:
         if not pid.isdigit():
             return None
         try:
-            code, out = self.docker.exec_run(self.config.container, ["ps", "-o", "etimes=", "-p", pid])
+            code, out, _ = self.docker.exec_run(self.config.container, ["ps", "-o", "etimes=", "-p", pid])
         except DockerError:
             return None
         out = out.strip()
@@ -680,45 +689,42 @@ class Watchdog:
             raise ContainerDown(c.container, status or "gone")
         self.docker.restart(c.container, 10)
 
-    def serve_args(self):
-        """The arguments of `vllm` of the stack's last start, as vllm-start.sh left them."""
-        c = self.config
-        code, out = self.docker.exec_run(c.container, ["cat", c.serve_args_file])
-        try:
-            args = json.loads(out) if code == 0 else None
-        except ValueError:
-            args = None
-        if not isinstance(args, list) or not args or not all(isinstance(a, str) for a in args):
-            found = "missing" if code != 0 else "not a JSON list of strings"
-            raise ActionError(f"{c.serve_args_file} in {c.container} (the serve arguments vllm-start.sh writes) is {found}")
-        return args
-
-    def start_serve(self, args=None):
-        c = self.config
-        args = args or self.serve_args()
-        env = [f"VLLM_API_KEY={c.api_key}"] if c.api_key else None
-        # The arguments travel as "$@" of a fixed shell line, never spliced into it; the key only
-        # in the environment of the exec, never on a command line.
-        cmd = ["sh", "-c", 'exec "$@" >"$0" 2>&1', c.serve_log, "vllm"] + args
-        self.docker.exec_run(c.container, cmd, env=env, detach=True)
-        self.new_server(None, time.time())
+    def start_serve(self):
+        self.run_lifecycle("starting it")
 
     def restart_serve(self):
+        self.run_lifecycle("restarting vllm serve")
+
+    def run_lifecycle(self, action_text):
+        """The lifecycle's restart in the Ray head, in one exec that returns when it has: it checks
+        the serve arguments the stack's last start left first (a server that could not be started
+        again is left running), stops whatever runs (nothing, when the server is gone), and starts
+        the server from those arguments, keeping the start's token."""
         c = self.config
-        # Read first: a server that could not be started again is left running.
-        args = self.serve_args()
-        self.docker.exec_run(c.container, ["pkill", "-f", SERVE_PATTERN])
-        deadline = time.monotonic() + c.stop_timeout
-        while self.serve_pid() is not None:
-            if time.monotonic() >= deadline:
-                self.event("kill", f"vllm serve still runs {duration(c.stop_timeout)} after SIGTERM; killing it")
-                self.docker.exec_run(c.container, ["pkill", "-9", "-f", SERVE_PATTERN])
-                gone = time.monotonic() + 5
-                while self.serve_pid() is not None and time.monotonic() < gone:
-                    time.sleep(min(0.5, c.interval))
-                break
-            time.sleep(min(1.0, c.interval))
-        self.start_serve(args)
+        # The arguments and the key never travel here: the lifecycle reads the arguments from the
+        # file, the key reaches the server only in the environment of the exec, never a command line.
+        env = [f"VLLM_API_KEY={c.api_key}"] if c.api_key else None
+        cmd = ["sh", "-c", c.lifecycle, "vllm-lifecycle", "restart", c.serve_log, c.serve_args_file, seconds_arg(c.stop_timeout)]
+        # Its stop may take the stop timeout and 5 s more, after a run of another (vllm-start.sh's) it waits for.
+        code, out, err = self.docker.exec_run(c.container, cmd, env=env, timeout=2 * c.stop_timeout + 120)
+        for line in out.splitlines():
+            if line.startswith("the server was killed"):
+                self.event("kill", f"{action_text}: {line}")
+        if code != 0:
+            # Stopped (or gone) under the exec: the container's state is the reason, not the lifecycle's.
+            status = container_status(self.docker.inspect(c.container))
+            if status != "running":
+                raise ContainerDown(c.container, status or "gone")
+            lines = [line.strip() for line in (err or out).splitlines() if line.strip()]
+            # Its first line says why; a failed start follows it with the server's log, whose last line tells most.
+            reason = " ".join(lines[:1] + lines[-1:]) if len(lines) > 1 else (lines[0] if lines else f"the lifecycle exited {code} without saying why")
+            raise ActionError(reason)
+        self.new_server(None, time.time())
+
+
+def seconds_arg(seconds):
+    """A duration as the lifecycle takes it: 30, 0.2 (never 1e-05)."""
+    return f"{seconds:f}".rstrip("0").rstrip(".") or "0"
 
 
 def main():

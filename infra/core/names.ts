@@ -51,11 +51,11 @@ export function fleetLabels(stack: string, role: string): Record<string, string>
     return { [STACK_LABEL]: stack, [ROLE_LABEL]: role };
 }
 
-/** VLLM_CONFIG_ROOT in the Ray head container: where vllm-start.sh writes the non-carry-over list. */
+/** VLLM_CONFIG_ROOT in the Ray head container: where the start (vllm-lifecycle.sh) writes the non-carry-over list. */
 export const RAY_HEAD_VLLM_CONFIG_ROOT = "/etc/vllm-fleet/vllm";
 /** Where `vllm serve` writes its log inside the Ray head container (ray executor). */
 export const RAY_SERVE_LOG = "/tmp/vllm-fleet-serve.log";
-/** Where vllm-start.sh keeps the arguments of `vllm` in the Ray head container, for the watchdog. */
+/** Where the start (vllm-lifecycle.sh) keeps the arguments of `vllm` in the Ray head container, for the watchdog's restart. */
 export const RAY_SERVE_ARGS_FILE = "/tmp/vllm-fleet-serve.args";
 
 /** The port of the short-lived rsync daemon on a node receiving the weights (fabric address only). */

@@ -12,8 +12,8 @@ import * as path from "path";
 import { describe, expect, it } from "vitest";
 import { CONTAINER_REMOVE, CONTAINER_RUN } from "../../components/container";
 import { ARGS_CHECK } from "../../components/serveArgsCheck";
-import { bashCommand, scriptProgram, ScriptValue } from "../../components/shell";
-import { NCCL_TRANSPORT, VLLM_START, VLLM_STOP } from "../../components/vllmService";
+import { bashCommand, readScript, scriptProgram, ScriptValue } from "../../components/shell";
+import { NCCL_TRANSPORT, VLLM_LIFECYCLE, VLLM_START, VLLM_STOP } from "../../components/vllmService";
 import { FAKE_IMAGE_ID, FakeDockerOutcome, runWithFakeDocker, StandInContainer, StandInDocker } from "./fakeDocker";
 
 const HEAD = "vllm-fleet-ray";
@@ -105,7 +105,7 @@ describe("vllm-stop.sh (vllm-serve's delete, and the stop before each start): no
     };
 
     it.each(ROWS)("Ray head %s", (row) => {
-        const outcome = run(VLLM_STOP, { CONTAINER: HEAD }, docker(row, HEAD), '\nstop_vllm_serve "$CONTAINER"');
+        const outcome = run(VLLM_STOP, { CONTAINER: HEAD, LIFECYCLE: readScript(VLLM_LIFECYCLE) }, docker(row, HEAD), '\nstop_vllm_serve "$CONTAINER"');
         expectOutcome(outcome, expected(row));
         // Whatever runs in the head afterwards, it is no server.
         expect(outcome.containers[HEAD]?.serve ?? "absent").toBe("absent");
@@ -127,6 +127,7 @@ describe("vllm-start.sh: needs the Ray head running; says in one line when it is
         TOKEN: "t1",
         CONFIG_ROOT: "/tmp/config",
         NON_CARRY_OVER: "[]",
+        LIFECYCLE: readScript(VLLM_LIFECYCLE),
     };
     const expected = (row: StateName | typeof ENGINE_DOWN): Outcome => {
         if (row === ENGINE_DOWN) {

@@ -6,8 +6,8 @@
  * Inside a container (a `docker exec` without a recorded answer, a foreground `docker run`) the
  * command runs here with the container's processes played by three stand-ins first on its PATH:
  * `pgrep`/`pkill` find and signal the container's `vllm serve` (running, hung: it ignores SIGTERM
- * and goes only with SIGKILL, or absent), and `python3` starts it when called as vllm-start.sh's
- * launcher (and is the real python3 otherwise).
+ * and goes only with SIGKILL, or absent), and `python3` starts it when called as the launcher of
+ * vllm-lifecycle.sh's start (and is the real python3 otherwise).
  */
 import { spawnSync } from "child_process";
 import * as fs from "fs";
@@ -93,7 +93,7 @@ const INSIDE: Readonly<Record<string, string>> = {
     ].join("\n"),
     python3: [
         "#!/bin/bash",
-        "# STAND-IN: vllm-start.sh's launcher (its program execs `vllm`) starts the server, which stays;",
+        "# STAND-IN: vllm-lifecycle.sh's launcher (its program execs `vllm`) starts the server, which stays;",
         "# anything else is the real python3.",
         'if [ "${1:-}" = -c ] && [[ "${2:-}" == *"os.execvp"* ]]; then',
         '  echo running >"$STANDIN_DIR/c/$STANDIN_CONTAINER/serve"',

@@ -1,7 +1,8 @@
 import { execFileSync } from "child_process";
 import * as fs from "fs";
 import { describe, expect, it } from "vitest";
-import { bashCommand } from "../../components/shell";
+import { bashCommand, readScript, shQuote } from "../../components/shell";
+import { VLLM_LIFECYCLE } from "../../components/vllmService";
 import { RAY_CONTAINER, RAY_SERVE_ARGS_FILE, VLLM_CONTAINER, WATCHDOG_CONTAINER } from "../../infra/core/names";
 import { runWithFakeDocker } from "./fakeDocker";
 import { MockRun, RecordedResource, runProgram, sparkProbeOutput, unsecret } from "./mocks";
@@ -128,6 +129,13 @@ describe("the program's graph (mocks)", async () => {
         expect(start).toContain("ARGS_FILE='/tmp/vllm-fleet-serve.args'");
         const json = /^SERVE_ARGS_JSON='(.*)'$/m.exec(start)?.[1] ?? "";
         expect(JSON.parse(json)).toEqual(expect.arrayContaining(["serve", "--distributed-executor-backend", "ray"]));
+        // It restarts vllm serve with the lifecycle vllm-serve's start and stop run in the Ray head: one text.
+        const lifecycle = readScript(VLLM_LIFECYCLE);
+        expect(env.WATCHDOG_LIFECYCLE).toBe(lifecycle);
+        const stop = unsecret(run.byName("vllm-serve").inputs.delete) as string;
+        for (const program of [start, stop]) {
+            expect(program).toContain(`LIFECYCLE=${shQuote(lifecycle)}\n`);
+        }
     });
 
     it("restarts vllm serve, and leaves the watchdog as it is, when only a serve argument changes", async () => {
@@ -379,6 +387,8 @@ describe("the mp executor (vLLM's native multi-node)", async () => {
         expect(rank0).toEqual(expect.arrayContaining(["--env", "VLLM_API_KEY"]));
         expect(rank0.join(" ")).not.toContain("sk-test-key");
         expect(unsecret(run.byName("vllm-spark1-rank0").inputs.create)).toContain("SECRET_ENV=('VLLM_API_KEY=sk-test-key')");
+        // Its watchdog restarts rank 0's container: it runs nothing inside it.
+        expect(envOf(dockerRunArgs(run, "vllm-watchdog"))).not.toHaveProperty("WATCHDOG_LIFECYCLE");
     });
 
     it("removes the other executor's container first, which would hold the GPU", () => {

@@ -10,9 +10,9 @@ import * as os from "os";
 import * as path from "path";
 import { describe, expect, it } from "vitest";
 import { CONTAINER_RUN } from "../../components/container";
-import { bashCommand, scriptProgram, ScriptValue } from "../../components/shell";
+import { bashCommand, readScript, renderAssignments, scriptProgram, ScriptValue, shQuote } from "../../components/shell";
 import { ARGS_CHECK } from "../../components/serveArgsCheck";
-import { NCCL_TRANSPORT, VLLM_START, VLLM_STOP } from "../../components/vllmService";
+import { NCCL_TRANSPORT, VLLM_LIFECYCLE, VLLM_START, VLLM_STOP } from "../../components/vllmService";
 import { FakeDockerOutcome, runWithFakeDocker, StandInContainer, StandInDocker } from "./fakeDocker";
 
 /** Runs scripts as the runners send them; `calls` keeps the first word of each docker call. */
@@ -289,18 +289,21 @@ describe("live.sh: the containers of others that the stack would touch", () => {
     });
 });
 
-describe("vllm-start.sh and vllm-stop.sh: vllm serve stopped and started inside the Ray head", () => {
+describe("vllm-start.sh, vllm-stop.sh and the watchdog's restart: vllm serve stopped and started inside the Ray head by vllm-lifecycle.sh", () => {
+    const LIFECYCLE = readScript(VLLM_LIFECYCLE);
+
     /**
      * Runs `program` with a `docker` whose `exec` runs its command here, in a PID and mount namespace
      * of its own with a /tmp of its own (what a container has), with an old `vllm serve` in it when
-     * `oldServer`, and a stand-in `vllm` on the PATH that prints its arguments and stays. After the
-     * command it shows what runs and what was left in /tmp. The watchdog is absent.
+     * `oldServer` (one that ignores SIGTERM when "hung") and what `setup` puts there, and a stand-in
+     * `vllm` on the PATH that prints its arguments and stays. After the command it shows what runs
+     * and what was left in /tmp. The watchdog is absent.
      */
-    function inHead(program: string, oldServer: boolean): { status: number | null; stdout: string; stderr: string; execs: number } {
+    function inHead(program: string, oldServer: boolean | "hung", setup = ""): { status: number | null; stdout: string; stderr: string; execs: number } {
         // Not under /tmp, which the namespace covers with a tmpfs of its own.
         const dir = fs.mkdtempSync(path.join(fs.existsSync("/dev/shm") ? "/dev/shm" : os.tmpdir(), "vllm-start-"));
         try {
-            const old = oldServer ? `(exec -a "vllm serve /models/old" sleep 30) & sleep 0.2; ` : "";
+            const old = oldServer ? `(${oldServer === "hung" ? "trap '' TERM; " : ""}exec -a "vllm serve /models/old" sleep 30) & sleep 0.2; ` : "";
             const after = [
                 "status=$?",
                 "sleep 0.2",
@@ -310,7 +313,7 @@ describe("vllm-start.sh and vllm-stop.sh: vllm serve stopped and started inside 
             ].join("; ");
             // In a file, not on a command line: the old server's name there would match the stop's
             // pattern. From /, as in a container: the tmpfs may cover the directory the test ran in.
-            fs.writeFileSync(path.join(dir, "container"), `mount -t tmpfs tmpfs /tmp; cd /; ${old}"$@"; ${after}\n`);
+            fs.writeFileSync(path.join(dir, "container"), `mount -t tmpfs tmpfs /tmp; cd /; ${setup}${old}"$@"; ${after}\n`);
             fs.writeFileSync(
                 path.join(dir, "docker"),
                 [
@@ -346,6 +349,7 @@ describe("vllm-start.sh and vllm-stop.sh: vllm serve stopped and started inside 
             TOKEN: "t1",
             CONFIG_ROOT: "/tmp/config",
             NON_CARRY_OVER: '["NCCL_SOCKET_IFNAME"]',
+            LIFECYCLE,
         });
 
     it("a restart stops the old server and starts the new one, with its arguments, token and files, in one exec", () => {
@@ -374,17 +378,71 @@ describe("vllm-start.sh and vllm-stop.sh: vllm serve stopped and started inside 
         const program = start().replace(/^SERVE_ARGS_JSON=.*$/m, "SERVE_ARGS_JSON='not a list'");
         const outcome = inHead(program, false);
         expect(outcome.status).not.toBe(0);
-        expect(outcome.stderr).toMatch(/the server did not start; its log ends with:/);
+        expect(outcome.stderr).toMatch(/the server did not start; its log ends with:\n\/tmp\/serve\.args is not a JSON list of strings\n/);
     });
 
     it("stop_vllm_serve stops the server and says so; with none running it says that", () => {
-        const stop = `${scriptProgram(VLLM_STOP, {})}\nstop_vllm_serve vllm-fleet-ray`;
+        const stop = `${scriptProgram(VLLM_STOP, { LIFECYCLE })}\nstop_vllm_serve vllm-fleet-ray`;
         const withServer = inHead(stop, true);
         expect(withServer.status).toBe(0);
+        expect(withServer.execs).toBe(1);
         expect(withServer.stdout).toMatch(/^the server stopped$/m);
         expect(withServer.stdout.split("### ps\n")[1]).not.toContain("/models/old");
         const without = inHead(stop, false);
         expect(without.stdout).toMatch(/^the server was not running$/m);
+    });
+
+    /** The watchdog's exec of the lifecycle, made by `docker exec` here: `sh -c "$LIFECYCLE" vllm-lifecycle ARGS...`. */
+    const lifecycle = (...args: string[]) =>
+        `${renderAssignments({ LIFECYCLE, ARGS: args })}\nexport VLLM_API_KEY=sk-2\ndocker exec --env VLLM_API_KEY vllm-fleet-ray sh -c "$LIFECYCLE" vllm-lifecycle "\${ARGS[@]}"`;
+    const argsFile = `printf '%s\\n' ${shQuote(JSON.stringify(serveArgs))} >/tmp/serve.args; echo t0 >/tmp/vllm-fleet-serve.token; `;
+
+    it("the watchdog's restart stops the server and starts it again from the arguments file, keeping the token", () => {
+        const outcome = inHead(lifecycle("restart", "/tmp/serve.log", "/tmp/serve.args", "0.5"), true, argsFile);
+        expect(outcome.stderr).toBe("");
+        expect(outcome.status).toBe(0);
+        expect(outcome.stdout).toMatch(/^the server stopped\n### ps/);
+        const ps = outcome.stdout.split("### ps\n")[1].split("### tmp")[0];
+        expect(ps).not.toContain("/models/old");
+        expect(ps).toMatch(/vllm serve \/models\/m --served-model-name m it's --max-model-len 4096/);
+        const tmp = outcome.stdout.split("### tmp\n")[1];
+        expect(tmp).toContain("/tmp/vllm-fleet-serve.token: t0\n");
+        expect(tmp).toContain("/tmp/serve.log: stand-in vllm serve /models/m --served-model-name m it's --max-model-len 4096 key=sk-2\n");
+    });
+
+    it.each([
+        ["missing", ""],
+        ["not a JSON list of strings", "printf 'serve /models/m\\n' >/tmp/serve.args; "],
+    ])("the watchdog's restart with an arguments file %s leaves the server running, saying why", (what, setup) => {
+        const outcome = inHead(lifecycle("restart", "/tmp/serve.log", "/tmp/serve.args"), true, setup);
+        expect(outcome.status).toBe(1);
+        expect(outcome.stderr).toBe(`/tmp/serve.args (the serve arguments vllm-start.sh writes) is ${what}\n`);
+        expect(outcome.stdout.split("### ps\n")[1]).toContain("vllm serve /models/old");
+    });
+
+    it("the stop SIGKILLs a server that outlives its stop timeout, and says after how long", () => {
+        const outcome = inHead(lifecycle("stop", "0.3"), "hung");
+        expect(outcome.status).toBe(0);
+        expect(outcome.stdout).toMatch(/^the server was killed \(0\.3 s after SIGTERM\)\n### ps\n/);
+        expect(outcome.stdout.split("### ps\n")[1]).not.toContain("/models/old");
+    });
+
+    it("refuses an unknown operation or a stop timeout that is no number, before touching anything", () => {
+        for (const args of [["reload"], ["stop", "30s"], ["restart", "/tmp/serve.log"]]) {
+            const outcome = inHead(lifecycle(...args), true);
+            expect(outcome.status).toBe(2);
+            expect(outcome.stderr).toMatch(/^vllm-lifecycle: .* \(operations: stop /);
+            expect(outcome.stdout.split("### ps\n")[1]).toContain("vllm serve /models/old");
+        }
+    });
+
+    it("has no word the stop's pattern finds: its text is the command line of the shell that runs it", () => {
+        // The server is found with `pgrep -f "vllm [s]erve"` (the watchdog: pgrep -f "vllm serve").
+        expect(LIFECYCLE).not.toMatch(/vllm serve/);
+        for (const name of ["vllm-start", "vllm-stop"]) {
+            // Their docker exec lines carry the lifecycle, never a line of their own that names the server.
+            expect(readScript(name)).not.toMatch(/docker exec[^\n]*vllm serve/);
+        }
     });
 });
 
@@ -493,6 +551,7 @@ describe("secrets stay off the node's command lines", () => {
                 TOKEN: "t1",
                 CONFIG_ROOT: "/etc/vllm-fleet/vllm",
                 NON_CARRY_OVER: "[]",
+                LIFECYCLE: readScript(VLLM_LIFECYCLE),
                 HOST: "127.0.0.1",
                 PORT: 8000,
                 SERVED_NAME: "m",

@@ -1,9 +1,12 @@
 /**
  * The on-node watchdog (components/scripts/watchdog.py), run by python3 against a fake Docker
  * Engine API on a unix socket and a fake vLLM on 127.0.0.1, both in this process, with intervals of
- * a few hundredths of a second.
+ * a few hundredths of a second. The fake runs what the watchdog execs in the Ray head for real, in a
+ * PID and mount namespace of its own (the container's processes, its own /tmp), with a stand-in
+ * `vllm` on its PATH: its pgrep and ps, and vLLM's lifecycle script (vllm-lifecycle.sh), which
+ * stops and starts the stand-in server there.
  */
-import { ChildProcess, spawn } from "child_process";
+import { ChildProcess, spawn, spawnSync } from "child_process";
 import * as fs from "fs";
 import * as http from "http";
 import { AddressInfo } from "net";
@@ -12,6 +15,7 @@ import * as path from "path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 
 const SCRIPT = path.join(__dirname, "../../components/scripts/watchdog.py");
+const LIFECYCLE = fs.readFileSync(path.join(__dirname, "../../components/scripts/vllm-lifecycle.sh"), "utf8");
 const SERVE_ARGS = ["serve", "/models/tiny-moe", "--served-model-name", "tiny-moe", "--port", "8000", "--tensor-parallel-size", "2"];
 const SERVE_LOG = "/tmp/vllm-fleet-serve.log";
 const SERVE_ARGS_FILE = "/tmp/vllm-fleet-serve.args";
@@ -35,17 +39,20 @@ interface ExecRecord {
     readonly env?: string[];
     detach?: boolean;
     exitCode?: number;
+    stdout?: string;
+    stderr?: string;
 }
 
 /** A container's State.Status, or missing (no such container). */
 type ContainerState = "created" | "running" | "paused" | "restarting" | "removing" | "exited" | "dead" | "missing";
 
 /**
- * One container and the `vllm serve` process inside it, as the fake plays them back. It answers as
- * the Engine API does in each state (moby v28.5: daemon/exec.go, errors.go, restart.go, start.go):
- * an exec into a container that is not running is refused with 409 (paused and restarting with
- * their own words), into one that is missing with 404; a restart of a dead one, or one being
- * removed, fails (500), of a missing one is 404. The engine itself can stop answering (stopEngine).
+ * One container as the fake plays it back. It answers as the Engine API does in each state (moby
+ * v28.5: daemon/exec.go, errors.go, restart.go, start.go): an exec into a container that is not
+ * running is refused with 409 (paused and restarting with their own words), into one that is
+ * missing with 404; a restart of a dead one, or one being removed, fails (500), of a missing one is
+ * 404. The engine itself can stop answering (stopEngine). What an exec runs, it runs for real in the
+ * container's namespaces (see {@link FakeDocker.inContainer}).
  */
 interface FakeDockerState {
     container: ContainerState;
@@ -58,15 +65,11 @@ interface FakeDockerState {
     onLook?: () => void;
     /** The container's State.StartedAt (Docker's form, nanoseconds). */
     startedAt: string;
-    /** Whether `pgrep -f "vllm serve"` finds the process. */
+    /** Whether a server runs in the container when its processes begin (at the first exec). */
     serveRunning: boolean;
-    servePid: number;
-    serveStartedMs: number;
-    /** Whether `pkill -f` (SIGTERM) stops it; `pkill -9` always does. */
+    /** Whether SIGTERM stops the stand-in server (read at each start of one); SIGKILL always does. */
     sigtermStops: boolean;
-    /** What the serve arguments file holds (vllm-start.sh writes it); undefined: no file. */
-    serveArgsFile?: string;
-    /** Called when the container is restarted, and when `vllm serve` is started by an exec. */
+    /** Called when the container is restarted, and when an exec started a server in it. */
     onRestart?: () => void;
     onServeStart?: () => void;
 }
@@ -77,13 +80,29 @@ function dockerTime(ms: number): string {
     return new Date(ms).toISOString().replace(/Z$/, "123456Z"); // 9 fractional digits, as Docker writes
 }
 
-/** A frame of Docker's multiplexed stream (stdout). */
-function stdoutFrame(text: string): Buffer {
+/** A frame of Docker's multiplexed stream (1: stdout, 2: stderr). */
+function streamFrame(stream: 1 | 2, text: string): Buffer {
     const payload = Buffer.from(text);
     const header = Buffer.alloc(8);
-    header[0] = 1;
+    header[0] = stream;
     header.writeUInt32BE(payload.length, 4);
     return Buffer.concat([header, payload]);
+}
+
+/**
+ * PID 1 of the container's PID namespace: it reaps what the lifecycle leaves behind (a server it
+ * started, in a session of its own, once stopped), as a container's init does.
+ */
+const INIT = "import os, time\nwhile True:\n    try:\n        os.wait()\n    except ChildProcessError:\n        time.sleep(0.05)\n";
+
+/** A server started in the container, as the stand-in `vllm` recorded it. */
+interface ServerStart {
+    /** Its pid inside the container. */
+    readonly pid: string;
+    /** The arguments of `vllm`. */
+    readonly args: string[];
+    /** The API key in its environment ("" without one). */
+    readonly key: string;
 }
 
 class FakeDocker {
@@ -93,12 +112,17 @@ class FakeDocker {
         container: "running",
         startedAt: dockerTime(Date.now() - HOUR_MS),
         serveRunning: true,
-        servePid: 4242,
-        serveStartedMs: Date.now() - HOUR_MS,
         sigtermStops: true,
-        serveArgsFile: `${JSON.stringify(SERVE_ARGS)}\n`,
     };
     private readonly server: http.Server;
+    /** Outside /tmp, which the container has a /tmp of its own over: its /tmp, the stand-in `vllm`, the starts. */
+    private readonly root: string;
+    /** The container's pid namespace and mount namespace, once its processes began: its PID 1 here. */
+    private init?: Promise<number>;
+    private initPid?: number;
+    /** The unshare that made them (--kill-child: its end ends them, should PID 1 not be known yet). */
+    private unshare?: ChildProcess;
+    private seenStarts = 0;
 
     constructor(readonly socketPath: string) {
         this.server = http.createServer((req, res) => {
@@ -106,6 +130,23 @@ class FakeDocker {
             req.on("data", (chunk) => (raw += chunk));
             req.on("end", () => this.answer(req, res, raw));
         });
+        this.root = fs.mkdtempSync(path.join(fs.existsSync("/dev/shm") ? "/dev/shm" : os.tmpdir(), "watchdog-container-"));
+        fs.mkdirSync(path.join(this.root, "tmp"));
+        fs.mkdirSync(path.join(this.root, "bin"));
+        // The stand-in server: records its start (pid, arguments, key), then stays with the command
+        // line of `vllm serve ...`, ignoring SIGTERM when asked to.
+        fs.writeFileSync(
+            path.join(this.root, "bin", "vllm"),
+            [
+                "#!/bin/bash",
+                `printf '%s\\t%s\\t%s\\n' "$$" "$*" "\${VLLM_API_KEY:-}" >>${JSON.stringify(path.join(this.root, "starts"))}`,
+                'echo "stand-in vllm $*"',
+                `[ -e ${JSON.stringify(path.join(this.root, "sigterm-ignored"))} ] && trap '' TERM`,
+                'exec -a "vllm $*" sleep 300',
+            ].join("\n") + "\n",
+            { mode: 0o755 },
+        );
+        this.writeServeArgs(`${JSON.stringify(SERVE_ARGS)}\n`);
     }
 
     listen(): Promise<void> {
@@ -128,11 +169,83 @@ class FakeDocker {
         return this.listen();
     }
 
+    /** The container's processes end (all of them, with its PID 1) and its files go. */
+    async destroy(): Promise<void> {
+        await this.init?.catch(() => undefined);
+        if (this.initPid !== undefined) {
+            try {
+                process.kill(this.initPid, "SIGKILL");
+            } catch {
+                // gone already
+            }
+        }
+        if (this.unshare && this.unshare.exitCode === null && this.unshare.signalCode === null) {
+            const gone = new Promise((resolve) => this.unshare!.once("exit", resolve));
+            this.unshare.kill("SIGKILL");
+            await gone;
+        }
+        fs.rmSync(this.root, { recursive: true, force: true });
+    }
+
+    /** What the serve arguments file in the container holds (vllm-start.sh writes it); undefined: no file. */
+    writeServeArgs(text: string | undefined): void {
+        const file = path.join(this.root, "tmp", path.basename(SERVE_ARGS_FILE));
+        if (text === undefined) {
+            fs.rmSync(file, { force: true });
+        } else {
+            fs.writeFileSync(file, text);
+        }
+    }
+
+    /** A file of the container's /tmp, or undefined. */
+    readTmp(name: string): string | undefined {
+        const file = path.join(this.root, "tmp", name);
+        return fs.existsSync(file) ? fs.readFileSync(file, "utf8") : undefined;
+    }
+
+    /** Every server started in the container, in order (the first one may be the one it began with). */
+    serverStarts(): ServerStart[] {
+        const file = path.join(this.root, "starts");
+        const text = fs.existsSync(file) ? fs.readFileSync(file, "utf8") : "";
+        return text
+            .split("\n")
+            .filter((line) => line !== "")
+            .map((line) => {
+                const [pid, args, key] = line.split("\t");
+                return { pid, args: args.split(" "), key };
+            });
+    }
+
+    /** The servers running in the container now, by pid inside it (ps: a zombie is none). */
+    runningServers(): string[] {
+        if (this.initPid === undefined) {
+            return [];
+        }
+        const result = spawnSync("nsenter", ["--target", String(this.initPid), "--pid", "--mount", "--wd=/", "--", "ps", "-eo", "pid=,stat=,args="], { encoding: "utf8" });
+        return result.stdout
+            .split("\n")
+            .map((line) => line.trim().split(/\s+/))
+            .filter(([, stat, ...args]) => stat !== undefined && !stat.startsWith("Z") && args.slice(0, 2).join(" ") === "vllm serve")
+            .map(([pid]) => pid);
+    }
+
+    /** The server dies (SIGKILL), as with the container's engine restarting under it. */
+    killServer(): void {
+        if (this.initPid !== undefined) {
+            spawnSync("nsenter", ["--target", String(this.initPid), "--pid", "--mount", "--wd=/", "--", "pkill", "-9", "-f", "vllm [s]erve"]);
+        }
+    }
+
     /** The commands of the execs that were started, in order. */
     startedExecs(): ExecRecord[] {
         return this.requests
             .filter((r) => r.method === "POST" && /^\/exec\/[^/]+\/start$/.test(r.path))
             .map((r) => this.execs.get(r.path.split("/")[2])!);
+    }
+
+    /** The execs that ran the lifecycle script (`sh -c <vllm-lifecycle.sh> vllm-lifecycle ...`). */
+    lifecycleExecs(): ExecRecord[] {
+        return this.startedExecs().filter((e) => e.cmd[0] === "sh");
     }
 
     restarts(): DockerRequest[] {
@@ -202,23 +315,23 @@ class FakeDocker {
                 return json(refused[0], { message: refused[1] });
             }
             exec.detach = Boolean(body?.Detach);
-            const stdout = this.run(exec);
-            if (st.afterNextExec) {
-                st.container = st.afterNextExec;
-                st.afterNextExec = undefined;
-            }
-            if (exec.detach) {
-                res.writeHead(200, { "Content-Type": "application/json" });
-                res.end();
-                return;
-            }
-            res.writeHead(200, { "Content-Type": "application/vnd.docker.raw-stream" });
-            res.end(stdout ? stdoutFrame(stdout) : undefined);
+            // An attached exec's stream ends when its command has.
+            void this.run(exec).then(
+                () => {
+                    if (st.afterNextExec) {
+                        st.container = st.afterNextExec;
+                        st.afterNextExec = undefined;
+                    }
+                    res.writeHead(200, { "Content-Type": "application/vnd.docker.raw-stream" });
+                    res.end(Buffer.concat([exec.stdout ? streamFrame(1, exec.stdout) : Buffer.alloc(0), exec.stderr ? streamFrame(2, exec.stderr) : Buffer.alloc(0)]));
+                },
+                (err: Error) => json(500, { message: `the fake Docker could not run ${exec.cmd[0]}: ${err.message}` }),
+            );
             return;
         }
         if (req.method === "GET" && (m = url.match(/^\/exec\/([^/]+)\/json$/))) {
             const exec = this.execs.get(m[1])!;
-            return json(200, { ID: m[1], Running: false, ExitCode: exec.exitCode ?? 0, Pid: 0 });
+            return json(200, { ID: m[1], Running: exec.exitCode === undefined, ExitCode: exec.exitCode ?? 0, Pid: 0 });
         }
         if (req.method === "POST" && (m = url.match(/^\/containers\/([^/]+)\/restart/))) {
             if (st.container === "missing" || st.goneAtRestart) {
@@ -237,36 +350,79 @@ class FakeDocker {
         json(404, { message: `the fake Docker does not know ${req.method} ${url}` });
     }
 
-    /** What the command does in the container; returns its stdout and sets its exit code. */
-    private run(exec: ExecRecord): string {
-        const st = this.state;
-        const [program, ...args] = exec.cmd;
-        switch (program) {
-            case "pgrep":
-                exec.exitCode = st.serveRunning ? 0 : 1;
-                return st.serveRunning ? `${st.servePid}\n` : "";
-            case "ps":
-                exec.exitCode = st.serveRunning ? 0 : 1;
-                return st.serveRunning ? `${String(Math.floor((Date.now() - st.serveStartedMs) / 1000)).padStart(7)}\n` : "";
-            case "pkill":
-                exec.exitCode = st.serveRunning ? 0 : 1;
-                if (args.includes("-9") || st.sigtermStops) {
-                    st.serveRunning = false;
+    /**
+     * The container's namespaces, made at its first exec: a PID namespace (whose PID 1 is
+     * {@link INIT}) and a mount namespace with a /tmp of its own and its own /proc, so that pgrep,
+     * ps and pkill there see the container's processes only; with a server in it when
+     * `serveRunning`. Returns the PID 1's pid here.
+     */
+    private inContainer(): Promise<number> {
+        this.init ??= (async () => {
+            fs.writeFileSync(path.join(this.root, "sigterm-ignored"), "");
+            if (this.state.sigtermStops) {
+                fs.rmSync(path.join(this.root, "sigterm-ignored"));
+            }
+            const unshare = (this.unshare = spawn("unshare", ["--pid", "--fork", "--mount-proc", "--kill-child", "sh", "-c", 'mount --bind "$1" /tmp && exec python3 -c "$2"', "container", path.join(this.root, "tmp"), INIT], {
+                stdio: "ignore",
+            }));
+            const children = `/proc/${unshare.pid}/task/${unshare.pid}/children`;
+            const deadline = Date.now() + 10_000;
+            let pid: number | undefined;
+            const runsInit = (candidate: number) => {
+                try {
+                    return fs.readFileSync(`/proc/${candidate}/cmdline`, "utf8").includes("os.wait()");
+                } catch {
+                    return false;
                 }
-                return "";
-            case "cat":
-                exec.exitCode = args[0] === SERVE_ARGS_FILE && st.serveArgsFile !== undefined ? 0 : 1;
-                return exec.exitCode === 0 ? st.serveArgsFile! : "";
-            case "sh":
-                exec.exitCode = 0;
-                st.serveRunning = true;
-                st.servePid += 1;
-                st.serveStartedMs = Date.now();
-                st.onServeStart?.();
-                return "";
-            default:
-                exec.exitCode = 127;
-                return "";
+            };
+            // Its PID 1, once it runs INIT (after the mount of /tmp).
+            while (pid === undefined || !runsInit(pid)) {
+                if (Date.now() > deadline) {
+                    throw new Error("the container's namespaces did not come up");
+                }
+                await sleep(10);
+                const found = fs.existsSync(children) ? fs.readFileSync(children, "utf8").trim() : "";
+                pid = found ? Number(found.split(" ")[0]) : undefined;
+            }
+            this.initPid = pid;
+            if (this.state.serveRunning) {
+                await this.exec(pid, ["sh", "-c", 'vllm "$@" </dev/null >/tmp/vllm-fleet-serve.log 2>&1 &', "sh", ...SERVE_ARGS], []);
+                while (this.runningServers().length === 0) {
+                    if (Date.now() > deadline) {
+                        throw new Error("the container's first server did not start");
+                    }
+                    await sleep(10);
+                }
+                this.seenStarts = this.serverStarts().length;
+            }
+            return pid;
+        })();
+        return this.init;
+    }
+
+    /** Runs cmd in the container's namespaces, from /, with the container's PATH and `env`. */
+    private exec(initPid: number, cmd: string[], env: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+        const vars: Record<string, string> = { PATH: `${path.join(this.root, "bin")}:${process.env.PATH}` };
+        for (const pair of env) {
+            vars[pair.slice(0, pair.indexOf("="))] = pair.slice(pair.indexOf("=") + 1);
+        }
+        const child = spawn("nsenter", ["--target", String(initPid), "--pid", "--mount", "--wd=/", "--", ...cmd], { env: vars, stdio: ["ignore", "pipe", "pipe"] });
+        let stdout = "";
+        let stderr = "";
+        child.stdout.on("data", (chunk: Buffer) => (stdout += chunk.toString()));
+        child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
+        return new Promise((resolve) => child.on("close", (code) => resolve({ code: code ?? -1, stdout, stderr })));
+    }
+
+    /** Runs the exec's command in the container; sets its output and exit code. */
+    private async run(exec: ExecRecord): Promise<void> {
+        const result = await this.exec(await this.inContainer(), exec.cmd, exec.env ?? []);
+        exec.stdout = result.stdout;
+        exec.stderr = result.stderr;
+        exec.exitCode = result.code;
+        const starts = this.serverStarts().length;
+        for (; this.seenStarts < starts; this.seenStarts++) {
+            this.state.onServeStart?.();
         }
     }
 }
@@ -351,7 +507,7 @@ afterEach(async () => {
             await gone;
         }
     }
-    await Promise.all([docker.close(), vllm.close()]);
+    await Promise.all([docker.close(), vllm.close(), docker.destroy()]);
     fs.rmSync(dir, { recursive: true, force: true });
 });
 
@@ -377,7 +533,7 @@ function startWatchdog(executor: "ray" | "mp", env: Record<string, string> = {},
         WATCHDOG_WINDOW: "60",
         WATCHDOG_PROBE_TIMEOUT: "1",
         WATCHDOG_STOP_TIMEOUT: "1",
-        ...(executor === "ray" ? { WATCHDOG_SERVE_ARGS_FILE: SERVE_ARGS_FILE, WATCHDOG_SERVE_LOG: SERVE_LOG } : {}),
+        ...(executor === "ray" ? { WATCHDOG_SERVE_ARGS_FILE: SERVE_ARGS_FILE, WATCHDOG_SERVE_LOG: SERVE_LOG, WATCHDOG_LIFECYCLE: LIFECYCLE } : {}),
         ...env,
     };
     const text = fs.readFileSync(SCRIPT, "utf8");
@@ -444,11 +600,13 @@ describe("watchdog.py: a healthy server is left alone", () => {
         const watchdog = startWatchdog("ray", {}, "stdin");
         await untilLine(watchdog, /serving tiny-moe/);
         await until("a few more probes", watchdog, () => vllm.completionBodies.length >= 5);
-        expect(linesMatching(watchdog, /vllm serve runs in vllm-fleet-ray \(pid 4242, up (1h|360\ds)\)/)).toHaveLength(1);
+        const [server] = docker.serverStarts();
+        expect(linesMatching(watchdog, new RegExp(`vllm serve runs in vllm-fleet-ray \\(pid ${server.pid}, up \\d+s\\)`))).toHaveLength(1);
         const programs = new Set(docker.startedExecs().map((e) => e.cmd.join(" ")));
-        expect(programs).toEqual(new Set(["pgrep -o -f vllm serve", "ps -o etimes= -p 4242"]));
+        expect(programs).toEqual(new Set(["pgrep -o -f vllm serve", `ps -o etimes= -p ${server.pid}`]));
         expect(docker.startedExecs().every((e) => e.detach === false)).toBe(true);
         expect(linesMatching(watchdog, ACTION)).toEqual([]);
+        expect(docker.serverStarts()).toHaveLength(1);
     });
 });
 
@@ -552,11 +710,14 @@ describe("watchdog.py: ray executor", () => {
         await untilLine(watchdog, /serving again after/);
         await sleep(300);
         const execs = docker.startedExecs();
-        const starts = execs.filter((e) => e.cmd[0] === "sh");
+        const starts = docker.lifecycleExecs();
         expect(starts).toHaveLength(1);
-        expect(starts[0].cmd).toEqual(["sh", "-c", 'exec "$@" >"$0" 2>&1', SERVE_LOG, "vllm", ...SERVE_ARGS]);
+        // The lifecycle's restart, with the arguments file the stack's start left and the stop timeout.
+        expect(starts[0].cmd).toEqual(["sh", "-c", LIFECYCLE, "vllm-lifecycle", "restart", SERVE_LOG, SERVE_ARGS_FILE, "1"]);
         expect(starts[0].env).toEqual([`VLLM_API_KEY=${API_KEY}`]);
-        expect(starts[0].detach).toBe(true);
+        // Attached: the exec returned once the lifecycle had, with the server running.
+        expect(starts[0].detach).toBe(false);
+        expect(starts[0].exitCode).toBe(0);
         expect(execs.some((e) => e.cmd.some((word) => word.includes(API_KEY)))).toBe(false);
         // Two probes saw it absent before the start.
         const before = execs.slice(0, execs.indexOf(starts[0]));
@@ -564,7 +725,11 @@ describe("watchdog.py: ray executor", () => {
         expect(linesMatching(watchdog, ACTION)).toEqual([
             expect.stringMatching(/vllm serve is not running in vllm-fleet-ray \(2 probes\); starting it \(action 1 of 3 in 1m; next probe in 0\.2s\)$/),
         ]);
-        expect(execs.some((e) => e.cmd[0] === "pkill")).toBe(false);
+        // Nothing was there to stop; the server runs with the arguments of the file, the key in its environment.
+        expect(starts[0].stdout).toBe("the server was not running\n");
+        expect(docker.serverStarts()).toEqual([{ pid: expect.stringMatching(/^\d+$/), args: SERVE_ARGS, key: API_KEY }]);
+        expect(docker.runningServers()).toEqual([docker.serverStarts()[0].pid]);
+        expect(docker.readTmp("vllm-fleet-serve.log")).toBe(`stand-in vllm ${SERVE_ARGS.join(" ")}\n`);
     });
 
     it("kills and starts again a server whose engine died (/health 503)", async () => {
@@ -572,48 +737,67 @@ describe("watchdog.py: ray executor", () => {
         docker.state.onServeStart = () => (vllm.health = "ok");
         const watchdog = startWatchdog("ray");
         await untilLine(watchdog, /serving again after/);
-        const execs = docker.startedExecs().map((e) => e.cmd.join(" "));
-        const kill = execs.indexOf("pkill -f vllm serve");
-        expect(kill).toBeGreaterThan(0);
-        expect(execs.slice(kill, kill + 5)).toEqual([
-            "pkill -f vllm serve",
-            "pgrep -o -f vllm serve", // gone
-            `sh -c exec "$@" >"$0" 2>&1 ${SERVE_LOG} vllm ${SERVE_ARGS.join(" ")}`,
-            "pgrep -o -f vllm serve", // the new one
-            "ps -o etimes= -p 4243",
-        ]);
+        const execs = docker.startedExecs();
+        const restart = execs.findIndex((e) => e.cmd[0] === "sh");
+        expect(restart).toBeGreaterThan(0);
+        // One exec of the lifecycle's restart, which stopped the old server (SIGTERM sufficed) and
+        // started the new one; then the probes find the new one.
+        const [old, fresh] = docker.serverStarts();
+        expect(execs[restart].cmd.slice(3)).toEqual(["vllm-lifecycle", "restart", SERVE_LOG, SERVE_ARGS_FILE, "1"]);
+        expect(execs[restart].stdout).toBe("the server stopped\n");
+        expect(execs.slice(restart + 1, restart + 3).map((e) => e.cmd.join(" "))).toEqual(["pgrep -o -f vllm serve", `ps -o etimes= -p ${fresh.pid}`]);
+        expect(docker.lifecycleExecs()).toHaveLength(1);
+        expect(fresh.pid).not.toBe(old.pid);
+        expect(fresh.args).toEqual(SERVE_ARGS);
+        expect(docker.runningServers()).toEqual([fresh.pid]);
         expect(linesMatching(watchdog, ACTION)).toEqual([
             expect.stringMatching(/engine dead \(\/health answered 503\); restarting vllm serve \(action 1 of 3 in 1m; next probe in 0\.2s\)$/),
         ]);
+        expect(linesMatching(watchdog, /killed/)).toEqual([]);
     });
 
     it("counts hanging completions after the grace, and SIGKILLs a server that ignores SIGTERM", async () => {
         vllm.completions = "hang";
         docker.state.sigtermStops = false;
         docker.state.onServeStart = () => (vllm.completions = "ok");
-        const watchdog = startWatchdog("ray", { WATCHDOG_PROBE_TIMEOUT: "0.1", WATCHDOG_STOP_TIMEOUT: "0.2" });
+        // The server in the container has just started (its real age): its grace is over at once.
+        const watchdog = startWatchdog("ray", { WATCHDOG_PROBE_TIMEOUT: "0.1", WATCHDOG_STOP_TIMEOUT: "0.2", WATCHDOG_STARTUP_GRACE: "0" });
         await untilLine(watchdog, /serving again after/);
-        const execs = docker.startedExecs().map((e) => e.cmd[0] + (e.cmd.includes("-9") ? " -9" : ""));
-        const kill = execs.indexOf("pkill");
-        expect(execs.slice(kill).filter((program) => program !== "pgrep")).toEqual(["pkill", "pkill -9", "sh", "ps"]);
+        // The lifecycle's stop, given the stop timeout, SIGKILLed the server SIGTERM did not stop, then started the new one.
+        const [restart, ...more] = docker.lifecycleExecs();
+        expect(more).toEqual([]);
+        expect(restart.cmd.slice(3)).toEqual(["vllm-lifecycle", "restart", SERVE_LOG, SERVE_ARGS_FILE, "0.2"]);
+        expect(restart.stdout).toBe("the server was killed (0.2 s after SIGTERM)\n");
+        const [old, fresh] = docker.serverStarts();
+        expect(docker.runningServers()).toEqual([fresh.pid]);
+        expect(fresh.pid).not.toBe(old.pid);
         expect(linesMatching(watchdog, ACTION)).toEqual([
             expect.stringMatching(/3 completions failed \(no answer within 0\.1s\); restarting vllm serve \(action 1 of 3/),
         ]);
-        expect(linesMatching(watchdog, /vllm serve still runs 0\.2s after SIGTERM; killing it/)).toHaveLength(1);
+        expect(linesMatching(watchdog, /restarting vllm serve: the server was killed \(0\.2 s after SIGTERM\)$/)).toHaveLength(1);
+        const events = JSON.parse(fs.readFileSync(path.join(dir, "state.json"), "utf8"));
+        expect(events.filter((e: any) => e.event === "kill")).toHaveLength(1);
     });
 
     it("leaves a dying server running when the serve arguments cannot be read, saying which file", async () => {
         vllm.health = "503";
-        docker.state.serveArgsFile = "serve /models/x";
+        docker.writeServeArgs("serve /models/x");
         const watchdog = startWatchdog("ray");
         await untilLine(watchdog, /restarting vllm serve failed/);
-        expect(linesMatching(watchdog, /restarting vllm serve failed: \/tmp\/vllm-fleet-serve\.args in vllm-fleet-ray \(the serve arguments vllm-start\.sh writes\) is not a JSON list of strings/)).toHaveLength(1);
-        docker.state.serveArgsFile = undefined;
-        await untilLine(watchdog, /restarting vllm serve failed: .* is missing/);
-        const programs = docker.startedExecs().map((e) => e.cmd[0]);
-        expect(programs).toContain("cat");
-        expect(programs).not.toContain("pkill");
-        expect(programs).not.toContain("sh");
+        expect(linesMatching(watchdog, /restarting vllm serve failed: \/tmp\/vllm-fleet-serve\.args \(the serve arguments vllm-start\.sh writes\) is not a JSON list of strings$/)).toHaveLength(1);
+        docker.writeServeArgs(undefined);
+        await untilLine(watchdog, /restarting vllm serve failed: \/tmp\/vllm-fleet-serve\.args \(the serve arguments vllm-start\.sh writes\) is missing$/);
+        // Each time the lifecycle's restart read the file first, and stopped and started nothing.
+        const restarts = docker.lifecycleExecs();
+        expect(restarts).toHaveLength(2);
+        for (const restart of restarts) {
+            expect(restart.cmd[4]).toBe("restart");
+            expect(restart.exitCode).toBe(1);
+            expect(restart.stdout).toBe("");
+        }
+        const [server, ...more] = docker.serverStarts();
+        expect(more).toEqual([]);
+        expect(docker.runningServers()).toEqual([server.pid]);
     });
 
     it("leaves a missing Ray head container to Docker", async () => {
@@ -650,7 +834,7 @@ describe.each(["mp", "ray"] as const)("watchdog.py (%s): each state of the servi
         await untilLine(watchdog, new RegExp(says), SLOW_MS);
         await sleep(300);
         if (state === "running") {
-            expect(executor === "mp" ? docker.restarts().length : docker.startedExecs().filter((e) => e.cmd[0] === "sh").length).toBe(1);
+            expect(executor === "mp" ? docker.restarts().length : docker.lifecycleExecs().length).toBe(1);
         } else {
             // Only looked: no exec, no restart, and Docker's refusals never reached the log.
             expect(docker.requests.every((r) => r.method === "GET" && r.path === `/containers/${name}/json`)).toBe(true);
@@ -685,7 +869,7 @@ describe("watchdog.py: a container that changes between the look and the call", 
         docker.state.onLook = () => (++looks === 2 ? (docker.state.afterNextExec = "exited") : undefined);
         const watchdog = startWatchdog("ray");
         await untilLine(watchdog, /starting it failed: container vllm-fleet-ray is not running \(Docker: container c0ffee0+ is not running\)$/, SLOW_MS);
-        expect(docker.startedExecs().filter((e) => e.cmd[0] === "sh")).toEqual([]);
+        expect(docker.lifecycleExecs()).toEqual([]);
     });
 
     it("mp: a container gone before its restart, or being removed, fails the action in one line", async () => {
@@ -715,7 +899,7 @@ describe("watchdog.py: a container that changes between the look and the call", 
         await untilLine(watchdog, /Docker Engine API at .*: no such socket; not acting$/, SLOW_MS);
         await sleep(200);
         // Execs started before the restart do not survive it.
-        docker.state.serveRunning = false;
+        docker.killServer();
         vllm.completions = "503";
         docker.state.onServeStart = () => (vllm.completions = "ok");
         await docker.startEngine();
@@ -741,5 +925,9 @@ describe("watchdog.py: the process", () => {
         const watchdog = startWatchdog("ray", { WATCHDOG_SERVE_ARGS_FILE: "serve.args" });
         expect(await watchdog.exit).toBe(2);
         expect(watchdog.stderr()).toContain("WATCHDOG_SERVE_ARGS_FILE='serve.args': expected an absolute path");
+        // ray needs the lifecycle it restarts vLLM with; mp does not.
+        const without = startWatchdog("ray", { WATCHDOG_LIFECYCLE: "" });
+        expect(await without.exit).toBe(2);
+        expect(without.stderr()).toContain("WATCHDOG_LIFECYCLE is required");
     });
 });

@@ -141,14 +141,23 @@ export function mpRankSpec(context: ServiceContext, nodes: readonly PlannedNode[
     return { name: containers.vllm, ...runs(program), ...servingBase(context, nodes[index], index === 0 ? "vllm-rank0" : "vllm-headless", revision) };
 }
 
+/** The programs of the watchdog's container: its own, and what it runs in the Ray head. */
+export interface WatchdogScripts {
+    /** components/scripts/watchdog.py. */
+    readonly watchdog: string;
+    /** components/scripts/vllm-lifecycle.sh: the ray executor's restart of `vllm serve`. */
+    readonly lifecycle: string;
+}
+
 /**
- * The watchdog's container on the first node (components/scripts/watchdog.py, given as `script`):
- * it probes a completion and restarts vLLM when it stops serving, rationed (config `supervision`).
+ * The watchdog's container on the first node (components/scripts/watchdog.py): it probes a
+ * completion and restarts vLLM when it stops serving, rationed (config `supervision`); with the ray
+ * executor through the lifecycle that vllm-serve's start and stop run too (WATCHDOG_LIFECYCLE).
  * Host network (it probes the API where it listens), the Docker socket, its own process namespace (it finds
  * `vllm serve` with pgrep in the serving container, and its own command line holds those words).
  * The API key, if any, is added with {@link withEnv} (a secret).
  */
-export function watchdogSpec(context: ServiceContext, script: string, revision: string, head: PlannedNode): ContainerSpec {
+export function watchdogSpec(context: ServiceContext, scripts: WatchdogScripts, revision: string, head: PlannedNode): ContainerSpec {
     const { config, stack, containers } = context;
     const { supervision } = config;
     const env: Record<string, string> = {
@@ -169,11 +178,13 @@ export function watchdogSpec(context: ServiceContext, script: string, revision: 
         // them alone restarts vllm serve and leaves the watchdog be.
         env.WATCHDOG_SERVE_ARGS_FILE = RAY_SERVE_ARGS_FILE;
         env.WATCHDOG_SERVE_LOG = RAY_SERVE_LOG;
+        // The restart the start and the stop share, run in the Ray head through the Docker API.
+        env.WATCHDOG_LIFECYCLE = scripts.lifecycle;
     }
     return {
         name: containers.watchdog,
         image: config.image.name,
-        ...runs(["python3", "-c", script]),
+        ...runs(["python3", "-c", scripts.watchdog]),
         env,
         mounts: [{ source: "/var/run/docker.sock", target: "/var/run/docker.sock", readOnly: false }],
         networkHost: true,

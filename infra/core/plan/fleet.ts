@@ -78,6 +78,8 @@ export interface VllmPlan {
     /** ray: `vllm serve` started in the head container (vllm-start.sh), without the API key. */
     readonly serve?: {
         readonly container: string;
+        /** The lifecycle's text (vllm-lifecycle.sh), which the start, the stop and the watchdog run in the head. */
+        readonly lifecycle: string;
         readonly args: readonly string[];
         readonly argsFile: string;
         readonly logFile: string;
@@ -120,6 +122,11 @@ export interface PlanInput {
     readonly firewallRevisions: Readonly<Record<string, string>>;
     /** The watchdog's program (components/scripts/watchdog.py). */
     readonly watchdogScript: string;
+    /**
+     * The lifecycle of `vllm serve` in the Ray head (components/scripts/vllm-lifecycle.sh): the one
+     * text the start, the stop and the watchdog run there.
+     */
+    readonly lifecycleScript: string;
 }
 
 /**
@@ -191,6 +198,7 @@ export function planFleet(input: PlanInput): FleetPlan {
                 config.executor === "ray"
                     ? {
                           container: containers.ray,
+                          lifecycle: input.lifecycleScript,
                           args: headArgs,
                           argsFile: RAY_SERVE_ARGS_FILE,
                           logFile: RAY_SERVE_LOG,
@@ -204,7 +212,7 @@ export function planFleet(input: PlanInput): FleetPlan {
             ranks,
             removeFirst,
             fabricChecks: nodes.map((node) => ({ node: node.name, container: serving, executor: config.executor, policy: transportPolicy(config, node), hint: transportHint(config, node) })),
-            watchdog: config.supervision.watchdog ? watchdogSpec(context, input.watchdogScript, reconciliation.watchdogRevision, head) : undefined,
+            watchdog: config.supervision.watchdog ? watchdogSpec(context, { watchdog: input.watchdogScript, lifecycle: input.lifecycleScript }, reconciliation.watchdogRevision, head) : undefined,
         },
     };
 }
