@@ -171,7 +171,8 @@ describe.each([
         expect(await tcpConnect(head.mgmtIp, 6379)).toBe("connected");
         await stack.setConfig("vllm-fleet:security", { value: JSON.stringify({ firewall: true }) });
         const on = await stack.up();
-        expect(on.summary.resourceChanges).toMatchObject({ create: 2 });
+        // Each node's firewall: its component and the step that applies its rules.
+        expect(on.summary.resourceChanges).toMatchObject({ create: 4 });
         // From the management network: Ray's GCS and worker ports are reset, SSH and the API answer.
         expect(await tcpConnect(head.mgmtIp, 6379)).toBe("refused");
         expect(await tcpConnect(head.mgmtIp, 10002)).toBe("refused");
