@@ -13,9 +13,9 @@
  */
 import * as pulumi from "@pulumi/pulumi";
 import * as command from "@pulumi/command";
-import { SshConnection, SshFiles, knownHostsLine, overSharedConnection, sshArgs } from "./ssh";
-import { programsOnStdin, readScript, renderAssignments, runFromStdin } from "./shell";
-import { StepOperation, StepOutcome, nodeAddress, stepFailureMessage } from "./stepFailure";
+import { SshConnection, SshFiles, SshTarget, knownHostsLine, overSharedConnection, sshArgs } from "./ssh";
+import { CommandPrograms, programsOnStdin, readScript, renderAssignments, runFromStdin } from "./shell";
+import { StepOperation, StepOutcome, StepWhere, nodeAddress, peerRunResult, stepFailureMessage } from "./stepFailure";
 
 export { SshConnection } from "./ssh";
 
@@ -39,7 +39,8 @@ export interface HostCommandArgs {
      * Runs `peer.program` on another node while this command runs (both start together); the
      * command succeeds only when both programs do. Its output follows this command's, each line
      * prefixed with the peer node's name. When one side fails, the other is given 10 s to finish
-     * (it usually notices on its own), then its session is closed.
+     * (it usually notices on its own), then its session is closed. Both runners run the two
+     * sessions with scripts/peer-run.sh on this machine, which holds that rule.
      */
     readonly peer?: PeerProgram;
     /** The ssh files of both nodes on this machine (see ssh.ts), for the pulumi-command runner with a peer. */
@@ -58,6 +59,58 @@ export interface HostCommand {
     readonly stdout: pulumi.Output<string>;
 }
 
+// Read once, when this module loads: the builtin runner's provider, which runs peer-run.sh too, is
+// serialized with the text itself rather than a path to a file of this checkout.
+const PEER_RUN_SH = [readScript("run-step"), readScript("peer-run")].join("\n");
+/** What runs peer-run.sh's program on this machine (a local.Command's interpreter). */
+const PEER_RUN_INTERPRETER = ["/bin/bash", "-c"];
+
+/** One node of a command with a peer, as scripts/peer-run.sh reaches it. */
+interface PeerRunSide {
+    readonly target: { readonly node: string; readonly user: string; readonly host: string; readonly port: number };
+    /** The ssh command line that reaches it, up to the `--` after which peer-run.sh puts the remote command. */
+    readonly ssh: readonly string[];
+}
+
+/** An ssh command line of peer-run.sh (SELF_SSH, PEER_SSH): ssh and its options for `target`, ending in `--`. */
+function peerRunSsh(target: SshTarget & { readonly user: string }, keyFile: string, knownHostsFile: string): string[] {
+    return ["ssh", ...sshArgs(target, keyFile, knownHostsFile, "")].slice(0, -1);
+}
+
+/**
+ * The program that runs one operation of a command with a peer on this machine, for both runners:
+ * the quoted inputs, then run-step.sh's functions and peer-run.sh. The peer runs its one program on
+ * create and on update alike (programsOnStdin gives update the create program); it is named by this
+ * step's operation. Self-contained but for the scripts' text: the builtin runner's provider runs it.
+ */
+function peerRunScript(resource: string, operation: "create" | "update", connectTimeoutSeconds: number): string {
+    return [
+        renderAssignments({
+            OPERATION: operation,
+            FLEET_STEP: resource,
+            FLEET_SSH_CONNECT_SECONDS: connectTimeoutSeconds,
+            SELF_RUN: runFromStdin(operation),
+            PEER_RUN: runFromStdin(operation),
+        }),
+        PEER_RUN_SH,
+    ].join("\n");
+}
+
+/** peer-run.sh's standard input: the nodes as messages name them, their ssh command lines and programs. */
+function peerRunInput(resource: string, self: PeerRunSide & { readonly programs: CommandPrograms }, peer: PeerRunSide & { readonly program: string }): string {
+    return (
+        renderAssignments({
+            PEER_NODE: peer.target.node,
+            SELF_WHERE: nodeAddress(self.target),
+            PEER_WHERE: nodeAddress(peer.target),
+            SELF_SSH: self.ssh,
+            PEER_SSH: peer.ssh,
+            SELF_PROGRAMS: programsOnStdin(self.programs, { resource, node: nodeAddress(self.target) }),
+            PEER_PROGRAMS: programsOnStdin({ create: peer.program }, { resource, node: nodeAddress(peer.target) }),
+        }) + "\n"
+    );
+}
+
 /** Registers a command with the chosen runner. */
 export function hostCommand(
     runner: CommandRunner,
@@ -67,51 +120,31 @@ export function hostCommand(
 ): HostCommand {
     const options: pulumi.CustomResourceOptions = { ...opts, deleteBeforeReplace: true };
     if (runner === "pulumi-command" && args.peer) {
-        // remote.Command reaches one host: run the two ssh clients here (control only), with the
-        // same key and host-key files as every other path (ssh.ts), the programs on their stdin.
+        // remote.Command reaches one host: peer-run.sh runs the two ssh clients here (control only),
+        // with the same key and host-key files as every other path (ssh.ts), the programs on their stdin.
         const files = args.peerFiles;
         if (!files) {
             throw new Error(`${name}: a command with a peer and the pulumi-command runner needs the ssh files of both nodes`);
         }
         const peer = args.peer;
-        const selfStep = { resource: name, node: nodeAddress(args.connection) };
-        const peerStep = { resource: name, node: nodeAddress(peer.connection) };
         const stdin = pulumi
             .all([args.create, args.update, args.delete, peer.program, files.self, files.peer])
             .apply(([create, update, del, peerProgram, own, other]) =>
-                renderAssignments({
-                    PEER_NODE: peer.connection.node,
-                    SELF_WHERE: selfStep.node,
-                    PEER_WHERE: peerStep.node,
-                    SELF_SSH: ["ssh", ...sshArgs(args.connection, own.keyFile, own.knownHostsFile, "")].slice(0, -1),
-                    PEER_SSH: ["ssh", ...sshArgs(peer.connection, other.keyFile, other.knownHostsFile, "")].slice(0, -1),
-                    SELF_PROGRAMS: programsOnStdin({ create, update, delete: del }, selfStep),
-                    PEER_PROGRAMS: programsOnStdin({ create: peerProgram }, peerStep),
-                }) + "\n",
+                peerRunInput(
+                    name,
+                    { target: args.connection, ssh: peerRunSsh(args.connection, own.keyFile, own.knownHostsFile), programs: { create, update, delete: del } },
+                    { target: peer.connection, ssh: peerRunSsh(peer.connection, other.keyFile, other.knownHostsFile), program: peerProgram },
+                ),
             );
-        // The peer runs its one program on create and on update alike (programsOnStdin gives update
-        // the create program); it is named by this step's operation.
-        const script = (operation: "create" | "update") =>
-            [
-                renderAssignments({
-                    OPERATION: operation,
-                    FLEET_STEP: name,
-                    FLEET_SSH_CONNECT_SECONDS: args.connection.connectTimeoutSeconds,
-                    SELF_RUN: runFromStdin(operation),
-                    PEER_RUN: runFromStdin(operation),
-                }),
-                readScript("run-step"),
-                readScript("peer-run"),
-            ].join("\n");
         const resource = new command.local.Command(
             name,
             {
-                create: script("create"),
-                update: script("update"),
+                create: peerRunScript(name, "create", args.connection.connectTimeoutSeconds),
+                update: peerRunScript(name, "update", args.connection.connectTimeoutSeconds),
                 stdin: pulumi.secret(stdin),
                 triggers: args.triggers,
                 addPreviousOutputInEnv: false,
-                interpreter: ["/bin/bash", "-c"],
+                interpreter: PEER_RUN_INTERPRETER,
             },
             options,
         );
@@ -150,7 +183,7 @@ export function hostCommand(
 }
 
 /** The inputs (and stored outputs) of the builtin resource. */
-interface SshCommandProps {
+export interface SshCommandProps {
     /** The resource's name, for the line that tells a failure (absent in the state of older versions). */
     name?: string;
     node: string;
@@ -171,13 +204,15 @@ interface SshCommandProps {
 
 /**
  * Runs one operation's program on the node with the system ssh client, the programs on standard
- * input; with `props.peer`, the peer's program on its node at the same time (only the two sessions'
- * output comes here; see HostCommandArgs.peer). A failure is told in one line per failed side (the
- * peer's first), naming the step, the operation, the node and the reason (stepFailure.ts), with
- * what preceded the reason under it. Self-contained (it `require`s what it uses) because Pulumi
+ * input, over the node's shared connection (ssh.ts, overSharedConnection). With `props.peer` (on
+ * create and update), scripts/peer-run.sh runs here, as the pulumi-command runner's local.Command
+ * runs it, and starts the two sessions (see HostCommandArgs.peer). A failure is told in one line per
+ * failed side (with a peer, as peer-run.sh words them, the peer's first), naming the step, the
+ * operation, the node and the reason (stepFailure.ts), with what preceded the reason under it.
+ * Self-contained (it `require`s what it uses, and peer-run.sh travels as text) because Pulumi
  * serializes it into the dynamic provider.
  */
-async function runOverSsh(props: SshCommandProps, operation: StepOperation): Promise<{ stdout: string; stderr: string }> {
+export async function runOverSsh(props: SshCommandProps, operation: StepOperation): Promise<{ stdout: string; stderr: string }> {
     const childProcess = require("child_process") as typeof import("child_process");
     const fs = require("fs") as typeof import("fs");
     const os = require("os") as typeof import("os");
@@ -187,16 +222,17 @@ async function runOverSsh(props: SshCommandProps, operation: StepOperation): Pro
         const keyFile = path.join(dir, "key");
         fs.writeFileSync(keyFile, props.privateKey.endsWith("\n") ? props.privateKey : `${props.privateKey}\n`, { mode: 0o600 });
         type Target = { node: string; host: string; port: number; user: string; hostKey?: string };
-        const argsFor = (target: Target, remote: string, extra: readonly string[]) => {
-            const knownHosts = path.join(dir, `known_hosts-${target.node}`);
+        const sshTarget = (target: Target) => ({ ...target, connectTimeoutSeconds: props.connectTimeoutSeconds });
+        const knownHostsFile = (target: Target) => {
+            const file = path.join(dir, `known_hosts-${target.node}`);
             if (target.hostKey) {
-                fs.writeFileSync(knownHosts, knownHostsLine(target));
+                fs.writeFileSync(file, knownHostsLine(target));
             }
-            return sshArgs({ ...target, connectTimeoutSeconds: props.connectTimeoutSeconds }, keyFile, knownHosts, remote, extra);
+            return file;
         };
         // A state written before the name was an input has none.
         const resource = props.name ?? "a host command";
-        const where = (target: Target) => ({
+        const where = (target: Target): StepWhere => ({
             resource,
             operation,
             node: target.node,
@@ -205,64 +241,53 @@ async function runOverSsh(props: SshCommandProps, operation: StepOperation): Pro
             port: target.port,
             connectTimeoutSeconds: props.connectTimeoutSeconds,
         });
-        const children: import("child_process").ChildProcess[] = [];
-        // children[0]: this node's current session, children[1]: the peer's.
-        const attempt = (target: Target, input: string, extra: readonly string[], slot: 0 | 1) =>
+        const run = (file: string, args: readonly string[], input: string, cannotRun: string) =>
             new Promise<StepOutcome>((resolve, reject) => {
-                const child = childProcess.spawn("ssh", argsFor(target, runFromStdin(operation), extra), { stdio: ["pipe", "pipe", "pipe"] });
-                children[slot] = child;
+                const child = childProcess.spawn(file, args, { stdio: ["pipe", "pipe", "pipe"] });
                 const out: Buffer[] = [];
                 const err: Buffer[] = [];
                 child.stdin!.on("error", () => undefined);
                 child.stdin!.end(input);
                 child.stdout!.on("data", (chunk: Buffer) => out.push(chunk));
                 child.stderr!.on("data", (chunk: Buffer) => err.push(chunk));
-                child.on("error", (error: Error) =>
-                    reject(new Error(`${resource} (${operation}) on node ${nodeAddress(target)}: cannot run ssh: ${error.message}`)),
-                );
+                child.on("error", (error: Error) => reject(new Error(`${cannotRun}: ${error.message}`)));
                 child.on("close", (code: number | null, signal: string | null) =>
                     resolve({ code, signal, stdout: Buffer.concat(out).toString("utf8"), stderr: Buffer.concat(err).toString("utf8") }),
                 );
             });
-        const session = (target: Target, input: string, slot: 0 | 1) =>
-            overSharedConnection({ ...target, connectTimeoutSeconds: props.connectTimeoutSeconds }, props.privateKey, (extra) => attempt(target, input, extra, slot));
-        const peer = operation === "delete" ? undefined : props.peer;
-        const main = session(props, programsOnStdin(props, { resource, node: nodeAddress(props) }), 0);
-        if (!peer) {
-            const outcome = await main;
-            if (outcome.code !== 0) {
-                throw new Error(stepFailureMessage([{ where: where(props), outcome }]));
+        if (props.peer && operation !== "delete") {
+            // The two sessions do not share connections (each makes its own, as with the
+            // pulumi-command runner): peer-run.sh has no second try for a shared connection that
+            // ended, and one key exchange per side is nothing beside an image copy.
+            const peer = props.peer;
+            const outcome = await run(
+                PEER_RUN_INTERPRETER[0],
+                [...PEER_RUN_INTERPRETER.slice(1), peerRunScript(resource, operation, props.connectTimeoutSeconds)],
+                peerRunInput(
+                    resource,
+                    { target: props, ssh: peerRunSsh(sshTarget(props), keyFile, knownHostsFile(props)), programs: props },
+                    { target: peer, ssh: peerRunSsh(sshTarget(peer), keyFile, knownHostsFile(peer)), program: peer.program },
+                ),
+                `${resource} (${operation}) on node ${nodeAddress(props)}: cannot run ${PEER_RUN_INTERPRETER[0]}`,
+            );
+            const result = peerRunResult(outcome, where(props), where(peer));
+            if (result.failure !== undefined) {
+                throw new Error(result.failure);
             }
-            return { stdout: outcome.stdout, stderr: outcome.stderr };
+            return { stdout: result.stdout, stderr: result.stderr };
         }
-        // The peer runs its one program on create and on update alike (programsOnStdin gives update the create program).
-        const other = session(peer, programsOnStdin({ create: peer.program }, { resource, node: nodeAddress(peer) }), 1);
-        // When one side fails, the other gets 10 s to notice on its own, then its session is closed.
-        const closeAfterFailure = (outcome: StepOutcome, stop: () => void) => {
-            if (outcome.code !== 0) {
-                setTimeout(stop, 10_000).unref();
-            }
-            return outcome;
-        };
-        const stopped: boolean[] = [false, false];
-        const stop = (slot: 0 | 1) => () => {
-            const child = children[slot];
-            if (child && child.exitCode === null && child.signalCode === null) {
-                stopped[slot] = true;
-                child.kill();
-            }
-        };
-        const [mine, theirs] = await Promise.all([main.then((outcome) => closeAfterFailure(outcome, stop(1))), other.then((outcome) => closeAfterFailure(outcome, stop(0)))]);
-        const prefixed = (text: string) => text.trimEnd().split("\n").filter((line) => line !== "").map((line) => `${peer.node}: ${line}\n`).join("");
-        const failures = [
-            // The peer's failure usually explains this node's: say it first.
-            { where: where(peer), outcome: theirs, stoppedByUs: stopped[1] },
-            { where: where(props), outcome: mine, stoppedByUs: stopped[0] },
-        ].filter((failure) => failure.outcome.code !== 0);
-        if (failures.length > 0) {
-            throw new Error(stepFailureMessage(failures));
+        const outcome = await overSharedConnection(sshTarget(props), props.privateKey, (extra) =>
+            run(
+                "ssh",
+                sshArgs(sshTarget(props), keyFile, knownHostsFile(props), runFromStdin(operation), extra),
+                programsOnStdin(props, { resource, node: nodeAddress(props) }),
+                `${resource} (${operation}) on node ${nodeAddress(props)}: cannot run ssh`,
+            ),
+        );
+        if (outcome.code !== 0) {
+            throw new Error(stepFailureMessage(where(props), outcome));
         }
-        return { stdout: mine.stdout + prefixed(theirs.stdout), stderr: mine.stderr + prefixed(theirs.stderr) };
+        return { stdout: outcome.stdout, stderr: outcome.stderr };
     } finally {
         fs.rmSync(dir, { recursive: true, force: true });
     }

@@ -10,7 +10,9 @@
  * container id shortened to the 12 characters Docker shows elsewhere (`docker ps`). On the node, scripts/run-step.sh reads the program's standard error
  * the same way and ends it with that line, prefixed `vllm-fleet: `, so the pulumi-command runner's
  * error (which quotes the output) ends with it too; the builtin runner takes the node's line when
- * there is one and words it here when there is none (ssh failed before the program ran).
+ * there is one and words it here when there is none (ssh failed before the program ran). A command
+ * with a peer is run by scripts/peer-run.sh with either runner: it words the lines of both sides
+ * itself, and the builtin runner only puts them in its message ({@link peerRunResult}).
  *
  * Pure and self-contained (no imports): the builtin runner's dynamic provider serializes it.
  */
@@ -182,10 +184,9 @@ function clip(reason: string): string {
 /**
  * Why a step failed, from its outcome: `ssh` when the session to the node failed (ssh's 255 without
  * a line from the node: the node does not answer on SSH when ssh's last word is that it timed out
- * waiting, within `connectTimeoutSeconds`), `stopped` when this side was closed after the other side
- * of the step had failed.
+ * waiting, within `connectTimeoutSeconds`).
  */
-export function failureReason(outcome: StepOutcome, kind?: "ssh" | "stopped", connectTimeoutSeconds?: number): string {
+export function failureReason(outcome: StepOutcome, kind?: "ssh", connectTimeoutSeconds?: number): string {
     const notes = readStderr(outcome.stderr);
     const last = notes.reason ?? notes.any;
     let reason: string;
@@ -193,8 +194,6 @@ export function failureReason(outcome: StepOutcome, kind?: "ssh" | "stopped", co
         reason = connectTimeoutSeconds === undefined ? `does not answer on SSH: ${last}` : `does not answer on SSH (no reply within ${connectTimeoutSeconds} s)`;
     } else if (kind === "ssh") {
         reason = `ssh failed (connection or authentication): ${last ?? "no answer"}`;
-    } else if (kind === "stopped") {
-        reason = `stopped after the other side had failed${last ? `: ${last}` : ""}`;
     } else {
         const status = outcome.code ?? outcome.signal;
         reason = last ?? (notes.command !== undefined ? `\`${notes.command}\` exited ${status}` : `exited ${status} with no reason on standard error`);
@@ -206,12 +205,12 @@ export function failureReason(outcome: StepOutcome, kind?: "ssh" | "stopped", co
  * The one line of a failed step: the node's own line when it printed one (the same words as with the
  * pulumi-command runner), else worded here.
  */
-export function stepFailureLine(where: StepWhere, outcome: StepOutcome, stoppedByUs = false): string {
+export function stepFailureLine(where: StepWhere, outcome: StepOutcome): string {
     const notes = readStderr(outcome.stderr);
-    if (notes.stepLine && !stoppedByUs) {
+    if (notes.stepLine) {
         return notes.stepLine.slice(STEP_LINE_PREFIX.length);
     }
-    const kind = stoppedByUs ? "stopped" : outcome.code === 255 ? "ssh" : undefined;
+    const kind = outcome.code === 255 ? "ssh" : undefined;
     return `${where.resource} (${where.operation}) on node ${nodeAddress(where)}: ${failureReason(outcome, kind, where.connectTimeoutSeconds)}`;
 }
 
@@ -228,14 +227,66 @@ export function stepFailureContext(outcome: StepOutcome, label = ""): string[] {
 }
 
 /**
- * The message of a failed step: one line per failed side (the peer's first: its failure usually
- * explains this node's), then what preceded each, indented. The one line comes first because that is
- * the line `pulumi up` shows beside the resource; the lines under it are printed in its diagnostics.
+ * The message of a failed step: one line per failed side, then what preceded each side's reason,
+ * indented. The one line comes first because that is the line `pulumi up` shows beside the
+ * resource; the lines under it are printed in its diagnostics.
  */
-export function stepFailureMessage(failures: readonly { where: StepWhere; outcome: StepOutcome; stoppedByUs?: boolean }[]): string {
-    const lines = failures.map((failure) => stepFailureLine(failure.where, failure.outcome, failure.stoppedByUs));
-    const context = failures.flatMap((failure) =>
-        stepFailureContext(failure.outcome, failures.length > 1 ? `node ${failure.where.node}, ` : ""),
-    );
-    return [...lines, ...context].join("\n");
+function failureMessage(sides: readonly { line: string; node: string; outcome: StepOutcome }[]): string {
+    const context = sides.flatMap((side) => stepFailureContext(side.outcome, sides.length > 1 ? `node ${side.node}, ` : ""));
+    return [...sides.map((side) => side.line), ...context].join("\n");
+}
+
+/** The message of a failed step without a peer: its one line, then what preceded the reason. */
+export function stepFailureMessage(where: StepWhere, outcome: StepOutcome): string {
+    return failureMessage([{ line: stepFailureLine(where, outcome), node: where.node, outcome }]);
+}
+
+/**
+ * What a run of scripts/peer-run.sh (a command with a peer, `self` on this node and `peer` on the
+ * other) comes to for the builtin runner. peer-run.sh passes both sessions' output on as it comes,
+ * the peer's lines prefixed with `<peer node>: `, and ends a failure's standard error with one line
+ * per failed side, the peer's first, worded as run-step.sh words a step's. The output here is this
+ * node's lines, then the peer's (prefixed); the failure is those lines, in that order, then what
+ * preceded each side's reason, as {@link stepFailureMessage} tells a step without a peer. A line of
+ * this node's that starts with the peer's prefix is taken for the peer's: it only moves in the
+ * output or its context.
+ */
+export function peerRunResult(run: StepOutcome, self: StepWhere, peer: StepWhere): { stdout: string; stderr: string; failure?: string } {
+    const prefix = `${peer.node}: `;
+    const linesOf = (text: string) => {
+        const lines = text.split("\n");
+        // A text's last line break ends its last line; it does not start another.
+        if (lines[lines.length - 1] === "") {
+            lines.pop();
+        }
+        return lines;
+    };
+    const textOf = (lines: readonly string[]) => lines.map((line) => `${line}\n`).join("");
+    const bySide = (lines: readonly string[]) => ({
+        self: lines.filter((line) => !line.startsWith(prefix)),
+        peer: lines.filter((line) => line.startsWith(prefix)),
+    });
+    const stdout = bySide(linesOf(run.stdout));
+    const stderrLines = linesOf(run.stderr);
+    const stderr = bySide(stderrLines.filter((line) => !STEP_LINE.test(line)));
+    // The peer's lines as they were, an empty one left out.
+    const joined = (side: { self: string[]; peer: string[] }) => textOf([...side.self, ...side.peer.filter((line) => line !== prefix)]);
+    if (run.code === 0) {
+        return { stdout: joined(stdout), stderr: joined(stderr) };
+    }
+    const unprefixed = (lines: readonly string[]) => textOf(lines.map((line) => line.slice(prefix.length)));
+    const sides = [
+        { where: peer, outcome: { ...run, stdout: unprefixed(stdout.peer), stderr: unprefixed(stderr.peer) } },
+        { where: self, outcome: { ...run, stdout: textOf(stdout.self), stderr: textOf(stderr.self) } },
+    ];
+    const failed = stderrLines
+        .filter((line) => STEP_LINE.test(line))
+        .map((line) => {
+            const side = sides.find(({ where }) => line.startsWith(`${STEP_LINE_PREFIX}${where.resource} (${where.operation}) on node ${nodeAddress(where)}: `));
+            // A line of neither side's (none is) comes alone.
+            const outcome = side?.outcome ?? { ...run, stdout: "", stderr: "" };
+            return { line: line.slice(STEP_LINE_PREFIX.length), node: side?.where.node ?? self.node, outcome };
+        });
+    // peer-run.sh itself failed before it could tell a side's failure: told as this node's.
+    return { stdout: joined(stdout), stderr: joined(stderr), failure: failed.length > 0 ? failureMessage(failed) : stepFailureMessage(self, run) };
 }

@@ -1,5 +1,7 @@
 import { execFileSync } from "child_process";
 import * as fs from "fs";
+import * as os from "os";
+import * as path from "path";
 import { describe, expect, it } from "vitest";
 import { bashCommand, readScript, shQuote } from "../../components/shell";
 import { VLLM_LIFECYCLE } from "../../components/vllmService";
@@ -466,6 +468,23 @@ describe("image delivery", () => {
         const receive = unsecret(run.byName("spark2-image").inputs.create) as string;
         const calls = dockerCalls(receive.replace(/python3 -c "\$FABRIC_STREAM"/g, "true"));
         expect(calls.map((args) => args[0])).toEqual(["image"]);
+    });
+
+    it("runs a copy from the builtin runner's provider as Pulumi serializes it, in a Node process of its own elsewhere", async () => {
+        const run = await runProgram({ ...duo, image: { name: "vllm:test", source: "copy" } }, probe);
+        const dir = fs.mkdtempSync(path.join(os.tmpdir(), "serialized-provider-"));
+        try {
+            fs.writeFileSync(path.join(dir, "provider.js"), unsecret(run.byName("spark2-image").inputs.__provider));
+            // An ssh that runs its last argument (the remote command line) with sh, as sshd does.
+            fs.mkdirSync(path.join(dir, "bin"));
+            fs.writeFileSync(path.join(dir, "bin", "ssh"), '#!/bin/sh\nfor arg; do remote=$arg; done\nexec sh -c "$remote"\n', { mode: 0o755 });
+            const props = { name: "spark2-image", node: "spark2", host: "10.1.230.181", port: 22, user: "aurora", privateKey: "key", connectTimeoutSeconds: 20, create: "echo received", peer: { node: "spark1", host: "10.1.230.180", port: 22, user: "aurora", program: "echo sent" } };
+            const script = `require("./provider.js").handler().create(${JSON.stringify(props)}).then((result) => process.stdout.write(result.outs.stdout))`;
+            const stdout = execFileSync(process.execPath, ["-e", script], { cwd: dir, encoding: "utf8", env: { ...process.env, PATH: `${path.join(dir, "bin")}:${process.env.PATH}` } });
+            expect(stdout).toBe("received\nspark1: sent\n");
+        } finally {
+            fs.rmSync(dir, { recursive: true, force: true });
+        }
     });
 
     it("pulls on every node with source pull", async () => {

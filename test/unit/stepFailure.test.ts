@@ -8,9 +8,9 @@ import { execFileSync, spawnSync } from "child_process";
 import * as fs from "fs";
 import * as os from "os";
 import * as path from "path";
-import { describe, expect, it, vi } from "vitest";
-import { withoutHostEcho } from "../../components/hostCommand";
-import { programsOnStdin, readScript, renderAssignments, runFromStdin } from "../../components/shell";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { runOverSsh, withoutHostEcho } from "../../components/hostCommand";
+import { programsOnStdin, readScript, renderAssignments, runFromStdin, shQuote } from "../../components/shell";
 import { StepOutcome, StepWhere, failureReason, shortenContainerIds, stepFailureLine, stepFailureMessage } from "../../components/stepFailure";
 
 const CONTAINER_ID = "60f75cb3d2a94e1c8b7f6a5d4c3b2a1908f7e6d5c4b3a29180f7e6d5c4b3a291";
@@ -183,11 +183,9 @@ describe("the one line of a failed step", () => {
 });
 
 describe("the message of a failed step (builtin runner)", () => {
-    const image = (node: string, host: string): StepWhere => ({ resource: "spark2-image", operation: "create", node, user: "spark", host, port: 22 });
-
     it("is the one line first, then what preceded the reason, without repeating it", () => {
         const stderr = "vllm serve exited before it served qwen; the server log ends with:\n" + VLLM_KV_CACHE_FAILURE + "\n";
-        const message = stepFailureMessage([{ where: { ...spark1, operation: "create" }, outcome: outcome(stderr, 1, "starting vllm serve\n") }]);
+        const message = stepFailureMessage({ ...spark1, operation: "create" }, outcome(stderr, 1, "starting vllm serve\n"));
         const lines = message.split("\n");
         expect(lines[0]).toBe(`vllm-serve (create) on node spark1 (spark@10.230.34.10:22): ${VLLM_KV_CACHE_FAILURE.split("\n")[1]}`);
         expect(lines.slice(1)).toEqual([
@@ -201,20 +199,9 @@ describe("the message of a failed step (builtin runner)", () => {
     });
 
     it("is the one line alone when nothing preceded the reason", () => {
-        expect(stepFailureMessage([{ where: spark1, outcome: outcome(`Error response from daemon: Container ${CONTAINER_ID} is not running\n`) }])).toBe(
+        expect(stepFailureMessage(spark1, outcome(`Error response from daemon: Container ${CONTAINER_ID} is not running\n`))).toBe(
             "vllm-serve (delete) on node spark1 (spark@10.230.34.10:22): Error response from daemon: Container 60f75cb3d2a9 is not running",
         );
-    });
-
-    it("with a peer, tells both sides' failures, the peer's first, one line each", () => {
-        const message = stepFailureMessage([
-            { where: image("spark1", "10.230.34.10"), outcome: outcome("vllm-fleet: spark2-image (create) on node spark1 (spark@10.230.34.10:22): docker save of nvcr.io/nvidia/vllm:25.11-py3 did not start\n") },
-            { where: image("spark2", "10.230.34.11"), outcome: { code: null, signal: "SIGTERM", stdout: "", stderr: "" }, stoppedByUs: true },
-        ]);
-        expect(message.split("\n")).toEqual([
-            "spark2-image (create) on node spark1 (spark@10.230.34.10:22): docker save of nvcr.io/nvidia/vllm:25.11-py3 did not start",
-            "spark2-image (create) on node spark2 (spark@10.230.34.11:22): stopped after the other side had failed",
-        ]);
     });
 });
 
@@ -342,6 +329,131 @@ describe("peer-run.sh: a command with a peer (pulumi-command runner) ends with o
         const line = "spark2-image (create) on node spark1 (spark@10.230.34.10:22): does not answer on SSH (no reply within 20 s)";
         expect(run.stderr.trimEnd().split("\n").slice(-1)).toEqual([`vllm-fleet: ${line}`]);
         expect(stepFailureLine({ resource: "spark2-image", operation: "create", node: "spark1", user: "spark", host: "10.230.34.10", port: 22, connectTimeoutSeconds: 20 }, outcome(stderr, 255))).toBe(line);
+    });
+});
+
+describe("a command with a peer (builtin runner) runs peer-run.sh here: the same lines as the pulumi-command runner", () => {
+    const KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\nmock\n-----END OPENSSH PRIVATE KEY-----\n";
+    const HOST_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl";
+    const SEND_FAILED = "docker save of nvcr.io/nvidia/vllm:25.11-py3 did not start";
+    const RECEIVE_FAILED = "the image copy into nvcr.io/nvidia/vllm:25.11-py3 failed (receiver exit 1)";
+    const onSpark1 = "spark2-image (create) on node spark1 (spark@10.230.34.10:22)";
+    const onSpark2 = "spark2-image (create) on node spark2 (spark@10.230.34.11:22)";
+    let dir: string;
+    let savedPath: string | undefined;
+    beforeEach(() => {
+        dir = fs.mkdtempSync(path.join(os.tmpdir(), "peer-builtin-"));
+        savedPath = process.env.PATH;
+        // A stand-in for ssh: logs its arguments, runs what the node's file under `dir` says (if
+        // any), then the remote command line with sh, as sshd does; closed, it closes the session.
+        const bin = path.join(dir, "bin");
+        fs.mkdirSync(bin);
+        fs.writeFileSync(
+            path.join(bin, "ssh"),
+            [
+                "#!/bin/bash",
+                'for ((i = 1; i <= $#; i++)); do [ "${!i}" = -- ] && break; done',
+                'target=${*:i-1:1} remote=${*:i+1:1}',
+                `printf '%s\\n' "$*" >> ${JSON.stringify(path.join(dir, "calls"))}`,
+                `node=${JSON.stringify(dir)}/\${target#*@}.sh`,
+                '[ ! -f "$node" ] || source "$node"',
+                "set -m",
+                'sh -c "$remote" <&0 &',
+                "session=$!",
+                `trap 'kill -TERM -- "-$session" 2>/dev/null; exit 255' TERM`,
+                'wait "$session"',
+            ].join("\n") + "\n",
+            { mode: 0o755 },
+        );
+        process.env.PATH = `${bin}:${savedPath}`;
+    });
+    afterEach(() => {
+        process.env.PATH = savedPath;
+        fs.rmSync(dir, { recursive: true, force: true });
+    });
+    /** What ssh does before the session on a node that it cannot reach: `stderr` and 255. */
+    const unreachable = (host: string, stderr: string) => fs.writeFileSync(path.join(dir, `${host}.sh`), `printf '%s' ${shQuote(stderr)} >&2\nexit 255\n`);
+    /** The image copy into spark2 (this node) from spark1 (the peer), as the builtin runner runs it. */
+    const copy = (receive: string, send: string) =>
+        runOverSsh(
+            {
+                name: "spark2-image",
+                node: "spark2",
+                host: "10.230.34.11",
+                port: 22,
+                user: "spark",
+                privateKey: KEY,
+                hostKey: HOST_KEY,
+                connectTimeoutSeconds: 20,
+                create: receive,
+                peer: { node: "spark1", host: "10.230.34.10", port: 22, user: "spark", hostKey: HOST_KEY, program: send },
+            },
+            "create",
+        );
+    const failureOf = (run: Promise<unknown>) =>
+        run.then(
+            () => expect.unreachable("the copy succeeded"),
+            (error: Error) => error.message.split("\n"),
+        );
+
+    it("succeeds when both sides do: this node's output, then the peer's prefixed; each side on a connection of its own", async () => {
+        const result = await copy("echo received", "echo sent; echo 'a note' >&2");
+        expect(result).toEqual({ stdout: "received\nspark1: sent\n", stderr: "spark1: a note\n" });
+        const calls = fs.readFileSync(path.join(dir, "calls"), "utf8").trim().split("\n");
+        expect(calls).toHaveLength(2);
+        for (const [host, node] of [["10.230.34.11", "spark2"], ["10.230.34.10", "spark1"]]) {
+            const call = calls.find((line) => line.includes(`spark@${host} --`))!;
+            expect(call).toMatch(/^-i \S+\/key -o IdentitiesOnly=yes /);
+            expect(call).toContain(`StrictHostKeyChecking=yes -o UserKnownHostsFile=${path.dirname(call.split(" ")[1])}/known_hosts-${node}`);
+            expect(call).not.toContain("ControlPath");
+        }
+    });
+
+    it("tells both sides' failures, the peer's first, one line each, then what preceded each reason", async () => {
+        const lines = await failureOf(
+            copy(`echo receiving; echo 'waiting for the sender' >&2; echo '${RECEIVE_FAILED}' >&2; exit 1`, `echo sending; echo 'saving' >&2; echo '${SEND_FAILED}' >&2; exit 1`),
+        );
+        expect(lines).toEqual([
+            `${onSpark1}: ${SEND_FAILED}`,
+            `${onSpark2}: ${RECEIVE_FAILED}`,
+            "  node spark1, standard error before it:",
+            "    saving",
+            "  node spark1, standard output ended with:",
+            "    sending",
+            "  node spark2, standard error before it:",
+            "    waiting for the sender",
+            "  node spark2, standard output ended with:",
+            "    receiving",
+        ]);
+    });
+
+    it.each([
+        ["the peer", "echo received", `echo '${SEND_FAILED}' >&2; exit 1`, `${onSpark1}: ${SEND_FAILED}`],
+        ["this node", `echo '${RECEIVE_FAILED}' >&2; exit 1`, "echo sent", `${onSpark2}: ${RECEIVE_FAILED}`],
+    ])("tells %s's failure alone when the other side finishes", async (_side, receive, send, line) => {
+        expect(await failureOf(copy(receive, send))).toEqual([line]);
+    });
+
+    it(
+        "gives this node 10 s after the peer failed, then closes its session and says it was stopped",
+        async () => {
+            const started = Date.now();
+            const lines = await failureOf(copy("sleep 60", `echo '${SEND_FAILED}' >&2; exit 1`));
+            expect(lines).toEqual([`${onSpark1}: ${SEND_FAILED}`, `${onSpark2}: stopped after the other side had failed`]);
+            expect(Date.now() - started).toBeGreaterThanOrEqual(10_000);
+            expect(Date.now() - started).toBeLessThan(40_000);
+        },
+        60_000,
+    );
+
+    it.each([
+        ["the peer's node", "refused", "10.230.34.10", "ssh: connect to host 10.230.34.10 port 22: Connection refused\n", `${onSpark1}: ssh failed (connection or authentication): ssh: connect to host 10.230.34.10 port 22: Connection refused`],
+        ["the peer's node", "no answer", "10.230.34.10", noAnswers[0][1], `${onSpark1}: does not answer on SSH (no reply within 20 s)`],
+        ["this node", "key refused", "10.230.34.11", "spark@10.230.34.11: Permission denied (publickey).\n", `${onSpark2}: ssh failed (connection or authentication): spark@10.230.34.11: Permission denied (publickey).`],
+        ["this node", "no banner", "10.230.34.11", noAnswers[2][1], `${onSpark2}: does not answer on SSH (no reply within 20 s)`],
+    ])("words the line itself when ssh cannot reach %s (%s)", async (_node, _what, host, stderr, line) => {
+        unreachable(host, stderr);
+        expect(await failureOf(copy("echo received", "echo sent"))).toEqual([line]);
     });
 });
 
