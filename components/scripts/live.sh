@@ -111,16 +111,24 @@ except Exception as e:
     print("completion fail", type(e).__name__, str(e)[:120].replace("\n", " "))
 ' "$SERVE_IN_CONTAINER" "$ENDPOINT" "$PORT" "$SERVED_NAME" 2>/dev/null || true)"
   fi
+  # A `docker exec` that could not start prints its own failure (e.g. the runtime's "OCI runtime
+  # exec failed", on stdout) and none of the sections: that is no answer, with the reason kept.
+  exec_failure=""
+  if [ -n "$serving" ] && ! grep -q '^### ' <<<"$serving"; then
+    exec_failure=" (docker exec: $(head -n 1 <<<"$serving" | cut -c1-160))"
+    serving=""
+  fi
   if [ -n "$serving" ]; then
     printf '%s\n' "$serving"
-    # Ended after its endpoint header (the exec cut short): the answer is missing.
+    # Ended before or after its endpoint header (the exec cut short): the answer is missing.
+    if [ "$ENDPOINT" = yes ] && ! grep -q '^### endpoint$' <<<"$serving"; then section endpoint; fi
     if [ "$ENDPOINT" = yes ] && ! grep -q '^completion ' <<<"$serving"; then echo "completion fail no answer"; fi
   else
     if [ "$SERVE_IN_CONTAINER" = yes ]; then section serve; echo "process no"; fi
     if [ "$ENDPOINT" = yes ]; then
       section endpoint
       if running "$SERVING_CONTAINER"; then
-        echo "completion fail no answer"
+        echo "completion fail no answer$exec_failure"
       else
         echo "health none container-down"
         echo "completion fail container $SERVING_CONTAINER is not running"

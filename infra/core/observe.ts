@@ -94,13 +94,13 @@ export function parseObservation(node: string, output: string): NodeObservation 
                   .map((match) => ({ ip: match[1], gpus: Number(match[2]) }));
     const firewallText = sections.get("firewall");
     const firewall = firewallText === undefined ? undefined : firewallText.trim();
+    // Exactly name, stack and status: a line of anything else (a message that strayed into the
+    // section) names no container.
     const foreign = (sections.get("foreign") ?? "")
         .split("\n")
-        .filter((line) => line.trim() !== "")
-        .map((line) => {
-            const [name = "", stack = "", status = ""] = line.split("\t");
-            return { name: name.replace(/^\//, ""), stack, status };
-        });
+        .map((line) => line.split("\t"))
+        .filter((fields) => fields.length === 3 && fields[0].trim() !== "")
+        .map(([name, stack, status]) => ({ name: name.trim().replace(/^\//, ""), stack, status: status.trim() }));
     return { node, facts: parseProbeOutput(output), containers, foreign, serve, endpoint, watchdog, rayNodes, firewall };
 }
 

@@ -13,6 +13,7 @@ import { CONTAINER_RUN } from "../../components/container";
 import { bashCommand, readScript, renderAssignments, scriptProgram, ScriptValue, shQuote } from "../../components/shell";
 import { ARGS_CHECK } from "../../components/serveArgsCheck";
 import { NCCL_TRANSPORT, VLLM_LIFECYCLE, VLLM_START, VLLM_STOP } from "../../components/vllmService";
+import { parseObservation } from "../../infra/core/observe";
 import { FakeDockerOutcome, runWithFakeDocker, StandInContainer, StandInDocker } from "./fakeDocker";
 
 /** Runs scripts as the runners send them; `calls` keeps the first word of each docker call. */
@@ -285,6 +286,59 @@ describe("live.sh: the containers of others that the stack would touch", () => {
             expect(foreign.trim().split("\n")).toEqual(["vllm-fleet-vllm\tprod\tExited (137) 5 minutes ago", "vllm-fleet-watchdog\t\tUp 3 days"]);
         } finally {
             fs.rmSync(dir, { recursive: true, force: true });
+        }
+    });
+});
+
+describe("live.sh: a serving container that takes no exec", () => {
+    /** live.sh on a node whose serving container runs but whose `docker exec` fails as runc's does (its message on stdout). */
+    function live(serveInContainer: "yes" | "no"): string {
+        const dir = fs.mkdtempSync(path.join(os.tmpdir(), "live-exec-"));
+        try {
+            const name = serveInContainer === "yes" ? "vllm-fleet-ray" : "vllm-fleet-vllm";
+            const container = `{"name":"/${name}","id":"c0ffee","status":"running","running":true,"restarting":false,"exitCode":0,"restartCount":0,"startedAt":"","labels":{}}`;
+            fs.writeFileSync(
+                path.join(dir, "docker"),
+                [
+                    "#!/bin/bash",
+                    'case "$1" in',
+                    `  ps) printf 'c0ffee\\t${name}\\tunit\\tUp 1 minute\\n' ;;`,
+                    `  inspect) echo '${container}' ;;`,
+                    "  exec) echo 'OCI runtime exec failed: exec failed: unable to start container process: read init-p: connection reset by peer: unknown'; exit 126 ;;",
+                    "esac",
+                ].join("\n") + "\n",
+                { mode: 0o755 },
+            );
+            const program = scriptProgram("live", {
+                STACK: "unit",
+                OWN_NAMES: [name],
+                SERVING_CONTAINER: name,
+                SERVE_IN_CONTAINER: serveInContainer,
+                ENDPOINT: "yes",
+                PORT: 9,
+                SERVED_NAME: "m",
+                WATCHDOG_CONTAINER: "",
+                RAY_NODES: "no",
+                FIREWALL_MARKER: "",
+            });
+            const result = spawnSync("bash", ["-c", program], { env: { ...process.env, PATH: `${dir}:${process.env.PATH}` }, encoding: "utf8", timeout: 30_000 });
+            expect(result.status).toBe(0);
+            return result.stdout;
+        } finally {
+            fs.rmSync(dir, { recursive: true, force: true });
+        }
+    }
+
+    it.each(["yes", "no"] as const)("says the endpoint does not answer, with Docker's reason, and names no container of another (serve in container: %s)", (serveInContainer) => {
+        const out = live(serveInContainer);
+        expect(out).toMatch(/^### foreign\n###/m);
+        expect(out).toMatch(/^### endpoint\ncompletion fail no answer \(docker exec: OCI runtime exec failed: .*\)$/m);
+        const observation = parseObservation("spark1", out);
+        expect(observation.foreign).toEqual([]);
+        expect(observation.endpoint?.completionOk).toBe(false);
+        expect(observation.endpoint?.detail).toContain("OCI runtime exec failed");
+        if (serveInContainer === "yes") {
+            expect(observation.serve?.running).toBe(false);
         }
     });
 });
