@@ -62,6 +62,8 @@ export interface FleetOutputs {
     readonly rayHead: pulumi.Output<string>;
     readonly rayStatus: pulumi.Output<string>;
     readonly completion: pulumi.Output<string>;
+    /** The image and the vLLM and Ray versions its argument check found in it (`ray`: "none" without Ray). */
+    readonly image: pulumi.Output<{ name: string; vllm: string; ray: string }>;
     /** Per node, the transport NCCL chose over the fabric (`IB`: RoCE, `Socket`: TCP). */
     readonly fabricTransport: pulumi.Output<Record<string, string>>;
     /** The API key clients send (`Authorization: Bearer`), a secret; "" with vllm.apiKey none. */
@@ -206,6 +208,7 @@ export async function fleetProgram(observe: Observer = observeOverSsh): Promise<
         rayHead: ray ? ray.headAddress : pulumi.output(""),
         rayStatus: ray ? ray.status : pulumi.output(""),
         completion: vllm.completion,
+        image: argsChecked.versions.apply((versions) => ({ name: config.image.name, vllm: versions?.vllm ?? "unknown", ray: versions?.ray ?? "unknown" })),
         fabricTransport: vllm.fabricTransport,
         apiKey: pulumi.secret(secrets.apiKey ?? ""),
         tensorParallel: config.parallelism.tensor,

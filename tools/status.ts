@@ -12,7 +12,7 @@ import { rawConfigValues, resolvePrivateKeyText } from "../infra/core/config/sta
 import { DEFAULT_CONTAINERS } from "../infra/core/names";
 import { runCommand } from "./command";
 import { projectStack } from "./stack";
-import { StatusReport, statusReport } from "./statusReport";
+import { ImageReport, StatusReport, statusReport } from "./statusReport";
 
 /** Reads a stack's settings and secrets from `workspace`, then every node, and reports. */
 export async function stackStatus(workspace: Workspace, stackName: string): Promise<StatusReport> {
@@ -23,7 +23,8 @@ export async function stackStatus(workspace: Workspace, stackName: string): Prom
     const secret = values[`${CONFIG_NAMESPACE}:sshPrivateKey`]?.value;
     const { privateKey, privateKeyPath } = resolvePrivateKeyText(config, secret, root);
     const observations = await observeOverSsh(config, { privateKey, privateKeyPath, stack: stackName, containers: DEFAULT_CONTAINERS }, { rayNodes: true });
-    return statusReport(config, observations);
+    const outputs = await workspace.stackOutputs(stackName);
+    return statusReport(config, observations, DEFAULT_CONTAINERS, outputs.image?.value as ImageReport | undefined);
 }
 
 async function main(argv: readonly string[]): Promise<number> {

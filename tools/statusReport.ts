@@ -37,10 +37,30 @@ export function watchdogLines(json: string | undefined, last = 5): string[] {
     }
 }
 
-/** Formats one read of the fleet. */
-export function statusReport(config: FleetConfig, observations: readonly NodeObservation[], containers: ServiceContainers = DEFAULT_CONTAINERS): StatusReport {
+/** The image as the last `up`'s argument check found it (the stack output `image`). */
+export interface ImageReport {
+    readonly name: string;
+    readonly vllm: string;
+    readonly ray: string;
+}
+
+/** The line of the image: its name and the vLLM and Ray inside it ("none": no Ray). */
+export function imageLine(image: ImageReport | undefined): string {
+    if (!image) {
+        return "image: no up has checked it yet (the stack has no output `image`)";
+    }
+    return `image ${image.name}: vLLM ${image.vllm}, Ray ${image.ray === "none" ? "not installed" : image.ray} (as the last up's argument check found them)`;
+}
+
+/** Formats one read of the fleet; `image` is the stack's output of that name. */
+export function statusReport(
+    config: FleetConfig,
+    observations: readonly NodeObservation[],
+    containers: ServiceContainers = DEFAULT_CONTAINERS,
+    image?: ImageReport,
+): StatusReport {
     const serving = servingContainer(containers, config.executor);
-    const lines: string[] = [];
+    const lines: string[] = [imageLine(image)];
     let allRunning = true;
     observations.forEach((observation, index) => {
         const node = config.nodes[index];

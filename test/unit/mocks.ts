@@ -152,7 +152,7 @@ export async function runProgram(
                 } else if (/-fabric-[^-]+$/.test(name)) {
                     stdout = "transport IB\nnccl NET/IB : Using [0]rocep1s0f1:1/RoCE [1]roceP2p1s0f1:1/RoCE [RO]; OOB enp1s0f1np1:192.168.200.12<0>";
                 } else if (/-args-check$/.test(name)) {
-                    stdout = "accepted";
+                    stdout = "versions vllm=0.17.1 ray=2.53.0\naccepted";
                 } else if (args.type === "pulumi-nodejs:dynamic/secret:FleetSecret") {
                     // The stand-in of the random value the provider makes: known, to be looked for.
                     return { id: `${name}-id`, state: { ...args.inputs, value: `generated-${name}` } };

@@ -284,6 +284,10 @@ describe("the program's graph (mocks)", async () => {
         expect(run.outputs.rayHead).toBe("192.168.200.12:6379");
     });
 
+    it("exports the image with the vLLM and Ray versions its argument check found in it", () => {
+        expect(run.outputs.image).toEqual({ name: expect.any(String), vllm: "0.17.1", ray: "2.53.0" });
+    });
+
     it("keeps the SSH key secret and out of every command line", () => {
         for (const resource of run.resources.filter((r) => r.type === COMMAND)) {
             expect(resource.inputs.create).not.toContain("PRIVATE KEY");

@@ -44,6 +44,12 @@ describe("statusReport", () => {
         expect(report.text.endsWith("serving: yes")).toBe(true);
     });
 
+    it("names the image with the vLLM and Ray the last up found in it, and says when none was checked", () => {
+        const report = statusReport(config, head("completion ok"), undefined, { name: "vllm-node:2026", vllm: "0.34.0", ray: "none" });
+        expect(report.text.split("\n")[0]).toBe("image vllm-node:2026: vLLM 0.34.0, Ray not installed (as the last up's argument check found them)");
+        expect(statusReport(config, head("completion ok")).text.split("\n")[0]).toMatch(/^image: no up has checked it yet/);
+    });
+
     it("says not serving when a completion fails or a serving container is down", () => {
         expect(statusReport(config, head("completion fail HTTP 500")).serving).toBe(false);
         const down = statusReport(config, head("completion ok", false));
