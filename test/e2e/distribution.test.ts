@@ -269,4 +269,26 @@ describe("preflight, and the image copy node to node over the fabric, on 3 simul
         // The probes' facts are in the state now: preview refuses with the same numbers.
         expect(await failureOf(stack.preview())).toMatch(/needs \d+\.\d GiB per rank/);
     });
+
+    it("refuses an image without Ray under the ray executor, before any container, naming the image and suggesting mp", async () => {
+        // The stand-in image with Ray uninstalled: what vLLM's own images are since about 0.19.
+        const noRay = "vllm-fleet-sim-noray:1";
+        const [first] = cluster.nodes;
+        onNode(
+            first,
+            `docker run --name noray --entrypoint sh ${cluster.workloadImage} -c 'pip uninstall -y --break-system-packages ray >/dev/null 2>&1 || pip uninstall -y ray >/dev/null' && docker commit noray ${noRay} >/dev/null && docker rm noray >/dev/null`,
+        );
+        try {
+            // One node: the check runs on the first node, before Ray or vLLM starts anywhere.
+            const config = simStackConfig({ ...cluster, nodes: [first] }, MODEL_DIR, { image: { name: noRay, source: "present" }, executor: "ray" });
+            const stack = await openStack(`${name}-noray`, { workDir: workspace.dir, envVars: workspace.envVars, config });
+            stacks.push(stack);
+            const message = await failureOf(stack.up());
+            expect(message).toContain(`the image ${noRay} has no Ray`);
+            expect(message).toContain("set vllm-fleet:executor to mp");
+            noContainers(cluster);
+        } finally {
+            onNode(first, `docker image rm ${noRay} >/dev/null 2>&1 || true`);
+        }
+    });
 });
