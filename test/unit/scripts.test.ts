@@ -192,48 +192,59 @@ describe("nccl-transport.sh: the transport each rank's NCCL chose, from NCCL's o
     });
 });
 
+/**
+ * Runs live.sh with a stand-in `docker` (`docker`: the lines of its bash script; a file `listing`
+ * beside it is `extra.listing`) first on the PATH, with `vars` over the defaults (this stack's Ray
+ * head serves, nothing listens, no watchdog). Returns what it printed; it must exit 0.
+ */
+function runLive(docker: readonly string[], vars: Readonly<Record<string, ScriptValue>> = {}, extra: { listing?: string } = {}): string {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "live-"));
+    try {
+        if (extra.listing !== undefined) {
+            fs.writeFileSync(path.join(dir, "listing"), extra.listing);
+        }
+        fs.writeFileSync(path.join(dir, "docker"), ["#!/bin/bash", ...docker].join("\n") + "\n", { mode: 0o755 });
+        const program = scriptProgram("live", {
+            STACK: "unit",
+            OWN_NAMES: ["vllm-fleet-ray", "vllm-fleet-vllm", "vllm-fleet-watchdog"],
+            SERVING_CONTAINER: "vllm-fleet-ray",
+            SERVE_IN_CONTAINER: "yes",
+            ENDPOINT: "yes",
+            PORT: 9, // nothing listens
+            SERVED_NAME: "m",
+            WATCHDOG_CONTAINER: "",
+            RAY_NODES: "no",
+            FIREWALL_MARKER: "",
+            ...vars,
+        });
+        const result = spawnSync("bash", ["-c", program], { env: { ...process.env, PATH: `${dir}:${process.env.PATH}` }, encoding: "utf8", timeout: 30_000 });
+        expect(result.status).toBe(0);
+        return result.stdout;
+    } finally {
+        fs.rmSync(dir, { recursive: true, force: true });
+    }
+}
+
+/** `docker inspect`'s line for a running container of this stack, as live.sh asks for it. */
+const runningContainer = (name: string) =>
+    `{"name":"/${name}","id":"c0ffee","status":"running","running":true,"restarting":false,"exitCode":0,"restartCount":0,"startedAt":"","labels":{}}`;
+
 describe("live.sh: vllm serve and the endpoint as the serving container sees them", () => {
     /**
-     * Runs live.sh for the Ray head with a `docker` whose `exec` runs the command here, in a PID
+     * live.sh for the Ray head with a `docker` whose `exec` runs the command here, in a PID
      * namespace of its own (what a container's processes are), with a process named `vllm serve`
      * in it when `server` is true.
      */
     function live(server: boolean): string {
-        const dir = fs.mkdtempSync(path.join(os.tmpdir(), "live-"));
-        try {
-            const container = '{"name":"/vllm-fleet-ray","id":"c0ffee","status":"running","running":true,"restarting":false,"exitCode":0,"restartCount":0,"startedAt":"","labels":{}}';
-            const start = server ? `(exec -a "vllm serve" sleep 30) & sleep 0.2; ` : "";
-            fs.writeFileSync(
-                path.join(dir, "docker"),
-                [
-                    "#!/bin/bash",
-                    'case "$1" in',
-                    "  ps) printf 'c0ffee\\tvllm-fleet-ray\\tunit\\tUp 1 minute\\n' ;;",
-                    `  inspect) echo '${container}' ;;`,
-                    '  exec) shift; while [ "${1#-}" != "$1" ]; do [ "$1" = --env ] && shift; shift; done; shift',
-                    `    exec unshare --pid --fork --mount-proc bash -c '${start}"$@"; status=$?; kill %1 2>/dev/null; exit $status' _ "$@" ;;`,
-                    "esac",
-                ].join("\n") + "\n",
-                { mode: 0o755 },
-            );
-            const program = scriptProgram("live", {
-                STACK: "unit",
-                OWN_NAMES: ["vllm-fleet-ray", "vllm-fleet-vllm", "vllm-fleet-watchdog"],
-                SERVING_CONTAINER: "vllm-fleet-ray",
-                SERVE_IN_CONTAINER: "yes",
-                ENDPOINT: "yes",
-                PORT: 9, // nothing listens
-                SERVED_NAME: "m",
-                WATCHDOG_CONTAINER: "",
-                RAY_NODES: "no",
-                FIREWALL_MARKER: "",
-            });
-            const result = spawnSync("bash", ["-c", program], { env: { ...process.env, PATH: `${dir}:${process.env.PATH}` }, encoding: "utf8", timeout: 30_000 });
-            expect(result.status).toBe(0);
-            return result.stdout;
-        } finally {
-            fs.rmSync(dir, { recursive: true, force: true });
-        }
+        const start = server ? `(exec -a "vllm serve" sleep 30) & sleep 0.2; ` : "";
+        return runLive([
+            'case "$1" in',
+            "  ps) printf 'c0ffee\\tvllm-fleet-ray\\tunit\\tUp 1 minute\\n' ;;",
+            `  inspect) echo '${runningContainer("vllm-fleet-ray")}' ;;`,
+            '  exec) shift; while [ "${1#-}" != "$1" ]; do [ "$1" = --env ] && shift; shift; done; shift',
+            `    exec unshare --pid --fork --mount-proc bash -c '${start}"$@"; status=$?; kill %1 2>/dev/null; exit $status' _ "$@" ;;`,
+            "esac",
+        ]);
     }
 
     it("finds no server when none runs: the reading process's own command line does not count", () => {
@@ -251,86 +262,35 @@ describe("live.sh: vllm serve and the endpoint as the serving container sees the
 
 describe("live.sh: the containers of others that the stack would touch", () => {
     it("lists another stack's containers and unlabelled ones by the stack's names, not its own nor unrelated ones", () => {
-        const dir = fs.mkdtempSync(path.join(os.tmpdir(), "live-foreign-"));
-        try {
-            const listing = [
-                ["a1", "vllm-fleet-ray", "unit", "Up 2 hours"],
-                ["b2", "vllm-fleet-vllm", "prod", "Exited (137) 5 minutes ago"],
-                ["c3", "vllm-fleet-watchdog", "", "Up 3 days"],
-                ["d4", "grafana", "", "Up 3 days"],
-                ["e5", "vllm-fleet-ray-old", "", "Created"],
-            ]
-                .map((fields) => fields.join("\t"))
-                .join("\n");
-            fs.writeFileSync(path.join(dir, "listing"), `${listing}\n`);
-            fs.writeFileSync(
-                path.join(dir, "docker"),
-                ["#!/bin/bash", 'case "$1" in', `  ps) cat ${JSON.stringify(path.join(dir, "listing"))} ;;`, "  inspect) echo '{}' ;;", "esac"].join("\n") + "\n",
-                { mode: 0o755 },
-            );
-            const program = scriptProgram("live", {
-                STACK: "unit",
-                OWN_NAMES: ["vllm-fleet-ray", "vllm-fleet-vllm", "vllm-fleet-watchdog"],
-                SERVING_CONTAINER: "vllm-fleet-ray",
-                SERVE_IN_CONTAINER: "no",
-                ENDPOINT: "no",
-                PORT: 9,
-                SERVED_NAME: "m",
-                WATCHDOG_CONTAINER: "",
-                RAY_NODES: "no",
-                FIREWALL_MARKER: "",
-            });
-            const result = spawnSync("bash", ["-c", program], { env: { ...process.env, PATH: `${dir}:${process.env.PATH}` }, encoding: "utf8", timeout: 30_000 });
-            expect(result.status).toBe(0);
-            const foreign = /^### foreign\n([\s\S]*?)(?=^###|$(?![\s\S]))/m.exec(result.stdout)?.[1] ?? "";
-            expect(foreign.trim().split("\n")).toEqual(["vllm-fleet-vllm\tprod\tExited (137) 5 minutes ago", "vllm-fleet-watchdog\t\tUp 3 days"]);
-        } finally {
-            fs.rmSync(dir, { recursive: true, force: true });
-        }
+        const listing = [
+            ["a1", "vllm-fleet-ray", "unit", "Up 2 hours"],
+            ["b2", "vllm-fleet-vllm", "prod", "Exited (137) 5 minutes ago"],
+            ["c3", "vllm-fleet-watchdog", "", "Up 3 days"],
+            ["d4", "grafana", "", "Up 3 days"],
+            ["e5", "vllm-fleet-ray-old", "", "Created"],
+        ]
+            .map((fields) => fields.join("\t"))
+            .join("\n");
+        const out = runLive(['case "$1" in', '  ps) cat "$(dirname "$0")/listing" ;;', "  inspect) echo '{}' ;;", "esac"], { SERVE_IN_CONTAINER: "no", ENDPOINT: "no" }, { listing: `${listing}\n` });
+        const foreign = /^### foreign\n([\s\S]*?)(?=^###|$(?![\s\S]))/m.exec(out)?.[1] ?? "";
+        expect(foreign.trim().split("\n")).toEqual(["vllm-fleet-vllm\tprod\tExited (137) 5 minutes ago", "vllm-fleet-watchdog\t\tUp 3 days"]);
     });
 });
 
 describe("live.sh: a serving container that takes no exec", () => {
-    /** live.sh on a node whose serving container runs but whose `docker exec` fails as runc's does (its message on stdout). */
-    function live(serveInContainer: "yes" | "no"): string {
-        const dir = fs.mkdtempSync(path.join(os.tmpdir(), "live-exec-"));
-        try {
-            const name = serveInContainer === "yes" ? "vllm-fleet-ray" : "vllm-fleet-vllm";
-            const container = `{"name":"/${name}","id":"c0ffee","status":"running","running":true,"restarting":false,"exitCode":0,"restartCount":0,"startedAt":"","labels":{}}`;
-            fs.writeFileSync(
-                path.join(dir, "docker"),
-                [
-                    "#!/bin/bash",
-                    'case "$1" in',
-                    `  ps) printf 'c0ffee\\t${name}\\tunit\\tUp 1 minute\\n' ;;`,
-                    `  inspect) echo '${container}' ;;`,
-                    "  exec) echo 'OCI runtime exec failed: exec failed: unable to start container process: read init-p: connection reset by peer: unknown'; exit 126 ;;",
-                    "esac",
-                ].join("\n") + "\n",
-                { mode: 0o755 },
-            );
-            const program = scriptProgram("live", {
-                STACK: "unit",
-                OWN_NAMES: [name],
-                SERVING_CONTAINER: name,
-                SERVE_IN_CONTAINER: serveInContainer,
-                ENDPOINT: "yes",
-                PORT: 9,
-                SERVED_NAME: "m",
-                WATCHDOG_CONTAINER: "",
-                RAY_NODES: "no",
-                FIREWALL_MARKER: "",
-            });
-            const result = spawnSync("bash", ["-c", program], { env: { ...process.env, PATH: `${dir}:${process.env.PATH}` }, encoding: "utf8", timeout: 30_000 });
-            expect(result.status).toBe(0);
-            return result.stdout;
-        } finally {
-            fs.rmSync(dir, { recursive: true, force: true });
-        }
-    }
-
     it.each(["yes", "no"] as const)("says the endpoint does not answer, with Docker's reason, and names no container of another (serve in container: %s)", (serveInContainer) => {
-        const out = live(serveInContainer);
+        const name = serveInContainer === "yes" ? "vllm-fleet-ray" : "vllm-fleet-vllm";
+        // runc's failure to enter a container, which `docker exec` prints on stdout.
+        const out = runLive(
+            [
+                'case "$1" in',
+                `  ps) printf 'c0ffee\\t${name}\\tunit\\tUp 1 minute\\n' ;;`,
+                `  inspect) echo '${runningContainer(name)}' ;;`,
+                "  exec) echo 'OCI runtime exec failed: exec failed: unable to start container process: read init-p: connection reset by peer: unknown'; exit 126 ;;",
+                "esac",
+            ],
+            { OWN_NAMES: [name], SERVING_CONTAINER: name, SERVE_IN_CONTAINER: serveInContainer },
+        );
         expect(out).toMatch(/^### foreign\n###/m);
         expect(out).toMatch(/^### endpoint\ncompletion fail no answer \(docker exec: OCI runtime exec failed: .*\)$/m);
         const observation = parseObservation("spark1", out);
