@@ -8,7 +8,7 @@
  *   the API, headless ranks on the others, rendezvousing over the fabric.
  */
 import * as pulumi from "@pulumi/pulumi";
-import { VllmPlan, withEnv } from "../infra/core/plan";
+import { VllmPlan, joinedToRank0, withEnv } from "../infra/core/plan";
 import { realizeContainer } from "./container";
 import { ComponentError } from "./errors";
 import { CommandRunner, hostCommand } from "./hostCommand";
@@ -120,7 +120,8 @@ export class VllmService extends pulumi.ComponentResource {
             const containers: pulumi.Resource[] = [];
             nodes.forEach((node, index) => {
                 const rank = ranks[index];
-                const spec = apiKey.apply((key) => (key ? withEnv(rank.spec, { VLLM_API_KEY: key }) : rank.spec));
+                const keyed = apiKey.apply((key) => (key ? withEnv(rank.spec, { VLLM_API_KEY: key }) : rank.spec));
+                const spec = index === 0 ? keyed : pulumi.all([keyed, revisions[0]]).apply(([planned, rank0]) => joinedToRank0(planned, node.nodeName, rank0));
                 const container = realizeContainer(
                     args.containerDriver,
                     args.runner,

@@ -45,6 +45,8 @@ export const ROLE_LABEL = "vllm-fleet.role";
 export const REVISION_LABEL = "vllm-fleet.revision";
 /** Label on each Ray worker: the id of the head container it joined. */
 export const RAY_HEAD_LABEL = "vllm-fleet.ray-head";
+/** Label on each headless vLLM rank (mp executor): the id of the rank 0 container it joined. */
+export const RANK0_LABEL = "vllm-fleet.rank0";
 
 /** Labels on everything vllm-fleet starts, so it can be found (and proven gone) later. */
 export function fleetLabels(stack: string, role: string): Record<string, string> {

@@ -8,9 +8,9 @@ import {
     toDockerRunArgs,
 } from "../../infra/core/containerSpec";
 import { parseFleetConfig } from "../../infra/core/config";
-import { DEFAULT_CONTAINERS, RAY_HEAD_LABEL, RAY_HEAD_VLLM_CONFIG_ROOT } from "../../infra/core/names";
+import { DEFAULT_CONTAINERS, RANK0_LABEL, RAY_HEAD_LABEL, RAY_HEAD_VLLM_CONFIG_ROOT } from "../../infra/core/names";
 import { FleetConfig } from "../../infra/core/config";
-import { NODE_LOCAL_ENV, PlannedNode, joinedTo, networkEnv, rayContainerSpec, transportHint, transportPolicy, withEnv } from "../../infra/core/plan";
+import { NODE_LOCAL_ENV, PlannedNode, joinedTo, joinedToRank0, networkEnv, rayContainerSpec, transportHint, transportPolicy, withEnv } from "../../infra/core/plan";
 import { sparkDuo } from "./stacks";
 
 const config = parseFleetConfig(sparkDuo);
@@ -156,6 +156,15 @@ describe("Ray workers follow their head", () => {
     it("get a new spec (so are replaced) with a new head container, and cannot be planned without one", () => {
         expect(raySpec(config, "spark-duo", planned, 1, "r1", TOKEN, "new")).not.toEqual(raySpec(config, "spark-duo", planned, 1, "r1", TOKEN, "old"));
         expect(() => raySpec(config, "spark-duo", planned, 1, "r1", TOKEN)).toThrow(/needs the id of its head container/);
+    });
+});
+
+describe("headless vLLM ranks follow rank 0", () => {
+    it("carry the id of the rank 0 container they join, a new one with a new rank 0, and cannot be planned without one", () => {
+        const rank = specs[2][1];
+        expect(joinedToRank0(rank, "spark2", "c0ffee").labels[RANK0_LABEL]).toBe("c0ffee");
+        expect(joinedToRank0(rank, "spark2", "new")).not.toEqual(joinedToRank0(rank, "spark2", "old"));
+        expect(() => joinedToRank0(rank, "spark2", undefined)).toThrow(/headless vLLM rank on spark2 needs the id of rank 0's container/);
     });
 });
 

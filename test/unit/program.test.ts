@@ -388,6 +388,11 @@ describe("the mp executor (vLLM's native multi-node)", async () => {
         expect(tail(rank0)).not.toContain("--headless");
         expect(tail(rank1)).toEqual(expect.arrayContaining(["--node-rank", "1", "--master-addr", "192.168.200.12", "--headless"]));
         expect(envOf(rank1)).toMatchObject({ VLLM_HOST_IP: "192.168.200.13", NCCL_SOCKET_IFNAME: "enp1s0f1np1", GLOO_SOCKET_IFNAME: "enp1s0f1np1" });
+        // The headless rank's spec holds rank 0's container id: created after it, replaced with it
+        // (and, delete before replace, removed before it).
+        expect(run.byName("vllm-spark2-rank1").dependencies).toContain(run.byName("vllm-spark1-rank0").urn);
+        expect(rank1).toEqual(expect.arrayContaining(["--label", "vllm-fleet.rank0=vllm-spark1-rank0"]));
+        expect(rank0.join(" ")).not.toContain("vllm-fleet.rank0=");
         // The API key reaches the server in its environment, never in a command line: docker run
         // names it and takes the value from the environment the program (on stdin) sets.
         expect(rank0).toEqual(expect.arrayContaining(["--env", "VLLM_API_KEY"]));

@@ -7,6 +7,7 @@
 import { FleetConfig } from "../config";
 import { ContainerSpec } from "../containerSpec";
 import {
+    RANK0_LABEL,
     RAY_HEAD_LABEL,
     RAY_HEAD_VLLM_CONFIG_ROOT,
     RAY_SERVE_ARGS_FILE,
@@ -127,6 +128,20 @@ export function joinedTo(worker: ContainerSpec, node: string, headContainerId: s
         throw new Error(`the Ray worker on ${node} needs the id of its head container`);
     }
     return { ...worker, labels: { ...worker.labels, [RAY_HEAD_LABEL]: headContainerId } };
+}
+
+/**
+ * A headless rank's container (mp executor) with the id of the rank 0 container it joins, for the
+ * same reason as {@link joinedTo}: the group restarts as one. A new rank 0 means new headless ranks,
+ * which start after it; and since the id is an output of rank 0, replacing rank 0 (delete before
+ * replace) removes every old headless rank first, so none is left over, restarted by Docker's
+ * policy, to join the new rank 0 and vanish under it.
+ */
+export function joinedToRank0(rank: ContainerSpec, node: string, rank0ContainerId: string | undefined): ContainerSpec {
+    if (!rank0ContainerId) {
+        throw new Error(`the headless vLLM rank on ${node} needs the id of rank 0's container`);
+    }
+    return { ...rank, labels: { ...rank.labels, [RANK0_LABEL]: rank0ContainerId } };
 }
 
 /**
