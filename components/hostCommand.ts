@@ -16,6 +16,7 @@ import * as command from "@pulumi/command";
 import { SshConnection, SshFiles, SshTarget, knownHostsLine, overSharedConnection, sshArgs } from "./ssh";
 import { CommandPrograms, programsOnStdin, readScript, renderAssignments, runFromStdin } from "./shell";
 import { StepOperation, StepOutcome, StepWhere, nodeAddress, peerRunResult, stepFailureMessage } from "./stepFailure";
+import { progressRelay } from "./stepProgress";
 
 export { SshConnection } from "./ssh";
 
@@ -209,6 +210,7 @@ export interface SshCommandProps {
  * runs it, and starts the two sessions (see HostCommandArgs.peer). A failure is told in one line per
  * failed side (with a peer, as peer-run.sh words them, the peer's first), naming the step, the
  * operation, the node and the reason (stepFailure.ts), with what preceded the reason under it.
+ * The progress lines of the step's standard error are printed here as they come (stepProgress.ts).
  * Self-contained (it `require`s what it uses, and peer-run.sh travels as text) because Pulumi
  * serializes it into the dynamic provider.
  */
@@ -246,10 +248,14 @@ export async function runOverSsh(props: SshCommandProps, operation: StepOperatio
                 const child = childProcess.spawn(file, args, { stdio: ["pipe", "pipe", "pipe"] });
                 const out: Buffer[] = [];
                 const err: Buffer[] = [];
+                const relay = progressRelay(resource, (line) => console.log(line));
                 child.stdin!.on("error", () => undefined);
                 child.stdin!.end(input);
                 child.stdout!.on("data", (chunk: Buffer) => out.push(chunk));
-                child.stderr!.on("data", (chunk: Buffer) => err.push(chunk));
+                child.stderr!.on("data", (chunk: Buffer) => {
+                    err.push(chunk);
+                    relay(chunk.toString("utf8"));
+                });
                 child.on("error", (error: Error) => reject(new Error(`${cannotRun}: ${error.message}`)));
                 child.on("close", (code: number | null, signal: string | null) =>
                     resolve({ code, signal, stdout: Buffer.concat(out).toString("utf8"), stderr: Buffer.concat(err).toString("utf8") }),

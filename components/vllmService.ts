@@ -9,6 +9,7 @@
  */
 import * as pulumi from "@pulumi/pulumi";
 import { VllmPlan, joinedToRank0, withEnv } from "../infra/core/plan";
+import { PHASE_POLL_SECONDS, PHASE_REPEAT_SECONDS, VLLM_PHASES } from "../infra/core/vllmPhases";
 import { realizeContainer } from "./container";
 import { ComponentError } from "./errors";
 import { CommandRunner, hostCommand } from "./hostCommand";
@@ -25,6 +26,8 @@ export const VLLM_START = ["docker-state", "vllm-start"];
 export const VLLM_STOP = ["docker-state", "vllm-stop"];
 /** The lifecycle of `vllm serve` inside the Ray head: its stop, start and restart (vllm-lifecycle.sh). */
 export const VLLM_LIFECYCLE = "vllm-lifecycle";
+/** The readiness gate (vllm-ready.sh), with the phases of vLLM's start it reports while it waits (vllm-phases.sh). */
+export const VLLM_READY = ["vllm-phases", "vllm-ready"];
 /** The check of a node's NCCL transport (nccl-transport.sh), with what it uses. */
 export const NCCL_TRANSPORT = ["docker-state", "nccl-transport"];
 
@@ -62,7 +65,7 @@ export class VllmService extends pulumi.ComponentResource {
         // The API key once the nodes passed preflight: every program and spec below waits for it.
         const apiKey = pulumi.all([args.gate, args.apiKey ?? ""]).apply(([, key]) => key);
         const ready = apiKey.apply((key) =>
-            scriptProgram("vllm-ready", {
+            scriptProgram(VLLM_READY, {
                 CONTAINER: plan.ready.container,
                 HOST: plan.ready.host,
                 PORT: plan.ready.port,
@@ -70,6 +73,10 @@ export class VllmService extends pulumi.ComponentResource {
                 TIMEOUT: plan.ready.timeoutSeconds,
                 API_KEY: key,
                 LOG_FILE: plan.ready.logFile,
+                PROGRESS_SECONDS: PHASE_POLL_SECONDS,
+                STILL_SECONDS: PHASE_REPEAT_SECONDS,
+                PHASE_PATTERNS: VLLM_PHASES.map((phase) => phase.pattern),
+                PHASE_TEXTS: VLLM_PHASES.map((phase) => phase.text),
             }),
         );
 

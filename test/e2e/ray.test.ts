@@ -106,6 +106,32 @@ describe.each([
         expect(args[args.indexOf("--max-model-len") + 1]).toBe("2048");
     });
 
+    it.runIf(nodes === 2)("shows the phases of a slow vLLM start in up's output while the readiness gate waits", async () => {
+        // The stand-in's start takes 24 s (test/sim/workload/vllm/v1/worker/gpu_model_runner.py reads
+        // the pace from this file in the Ray head, where vllm serve runs); a change of max-model-len
+        // restarts vllm serve once. The gate reads the log every 5 s: weights (~12 s), compiling
+        // (~6 s) and CUDA graphs (~6 s) each span at least one read.
+        const paceFile = "/tmp/vllm-sim-start-seconds";
+        onNode(cluster.nodes[0], `docker exec ${RAY_CONTAINER} sh -c 'echo 24 > ${paceFile}'`);
+        try {
+            await stack.setConfig("vllm-fleet:vllm", { value: JSON.stringify({ port: 8000, maxModelLen: 3072 }) });
+            let output = "";
+            const up = await timed(`${nodes}-slow-start`, () => stack.up({ onOutput: (text) => (output += text) }));
+            expect(up.summary.result).toBe("succeeded");
+            // The builtin runner prints each progress line as `vllm-serve: <phase>` while the step runs.
+            const phases = [...output.matchAll(/vllm-serve: (?!still )([^\n]+)/g)].map((match) => match[1].trim());
+            const distinct = phases.filter((phase, index) => phases.indexOf(phase) === index);
+            const order = ["loading the model", "loading weights", "model loaded", "compiling", "compiled", "profiling memory", "KV cache allocated", "capturing CUDA graphs", "CUDA graphs captured", "engine ready", "starting the API server", "API server up"];
+            const ranks = distinct.map((phase) => order.findIndex((start) => phase.startsWith(start)));
+            expect(ranks.every((rank) => rank >= 0)).toBe(true);
+            expect(new Set(ranks).size).toBeGreaterThanOrEqual(2);
+            // First seen in the order of the start.
+            expect(ranks).toEqual([...ranks].sort((a, b) => a - b));
+        } finally {
+            onNode(cluster.nodes[0], `docker exec ${RAY_CONTAINER} rm -f ${paceFile}`);
+        }
+    });
+
     it("replaces the workers after a replaced head, which they then join (no worker tied to the old cluster)", async () => {
         const before = containerIds(cluster);
         const headUrn = (await stack.exportStack()).deployment.resources.find((r: { urn: string }) => r.urn.endsWith("::ray-spark1-ray-head")).urn;

@@ -10,7 +10,7 @@ import {
 import { parseFleetConfig } from "../../infra/core/config";
 import { DEFAULT_CONTAINERS, RANK0_LABEL, RAY_HEAD_LABEL, RAY_HEAD_VLLM_CONFIG_ROOT } from "../../infra/core/names";
 import { FleetConfig } from "../../infra/core/config";
-import { NODE_LOCAL_ENV, PlannedNode, joinedTo, joinedToRank0, networkEnv, rayContainerSpec, transportHint, transportPolicy, withEnv } from "../../infra/core/plan";
+import { NODE_LOCAL_ENV, PlannedNode, joinedTo, joinedToRank0, mpRankSpec, networkEnv, rayContainerSpec, transportHint, transportPolicy, withEnv } from "../../infra/core/plan";
 import { sparkDuo } from "./stacks";
 
 const config = parseFleetConfig(sparkDuo);
@@ -123,6 +123,26 @@ describe("the network pins", () => {
         expect(differing.every((key) => (NODE_LOCAL_ENV as readonly string[]).includes(key))).toBe(true);
         expect(NODE_LOCAL_ENV).toEqual(expect.arrayContaining(["NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "NCCL_IB_HCA", "NCCL_IB_DISABLE", "VLLM_HOST_IP"]));
         expect(raySpec(config, "spark-duo", planned, 0, "r1", TOKEN).env.VLLM_CONFIG_ROOT).toBe(RAY_HEAD_VLLM_CONFIG_ROOT);
+    });
+});
+
+describe("vLLM's own wait for its engine", () => {
+    it("follows timeouts.vllmReadySeconds in every serving container, both executors, as both drivers realize them", () => {
+        const slow = parseFleetConfig({ ...sparkDuo, timeouts: { vllmReadySeconds: 2400 } });
+        const context = { config: slow, stack: "spark-duo", containers: DEFAULT_CONTAINERS };
+        const serving = [
+            raySpec(slow, "spark-duo", planned, 0, "r1", TOKEN),
+            raySpec(slow, "spark-duo", planned, 1, "r1", TOKEN, "f00d"),
+            mpRankSpec(context, planned, 0, "r1"),
+            mpRankSpec(context, planned, 1, "r1"),
+        ];
+        for (const spec of serving) {
+            expect(spec.env.VLLM_ENGINE_READY_TIMEOUT_S).toBe("2400");
+            expect(toDockerRunArgs(spec)).toContain("VLLM_ENGINE_READY_TIMEOUT_S=2400");
+            expect(toDockerContainerInputs(spec).envs).toContain("VLLM_ENGINE_READY_TIMEOUT_S=2400");
+        }
+        // The default: the gate's 1800 s, not vLLM's 600 s.
+        expect(raySpec(config, "spark-duo", planned, 0, "r1", TOKEN).env.VLLM_ENGINE_READY_TIMEOUT_S).toBe("1800");
     });
 });
 

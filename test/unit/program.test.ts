@@ -204,6 +204,7 @@ describe("the program's graph (mocks)", async () => {
                 VLLM_CONFIG_ROOT: _root,
                 RAY_AUTH_MODE: _mode,
                 RAY_AUTH_TOKEN: _token,
+                VLLM_ENGINE_READY_TIMEOUT_S: _engineWait,
                 ...pins
             } = envOf(args);
             expect(pins).toEqual({

@@ -12,7 +12,8 @@ import { describe, expect, it } from "vitest";
 import { CONTAINER_RUN } from "../../components/container";
 import { bashCommand, readScript, renderAssignments, scriptProgram, ScriptValue, shQuote } from "../../components/shell";
 import { ARGS_CHECK } from "../../components/serveArgsCheck";
-import { NCCL_TRANSPORT, VLLM_LIFECYCLE, VLLM_START, VLLM_STOP } from "../../components/vllmService";
+import { NCCL_TRANSPORT, VLLM_LIFECYCLE, VLLM_READY, VLLM_START, VLLM_STOP } from "../../components/vllmService";
+import { VLLM_PHASES } from "../../infra/core/vllmPhases";
 import { parseObservation } from "../../infra/core/observe";
 import { FakeDockerOutcome, runWithFakeDocker, StandInContainer, StandInDocker } from "./fakeDocker";
 
@@ -460,6 +461,20 @@ describe("vllm-start.sh, vllm-stop.sh and the watchdog's restart: vllm serve sto
     });
 });
 
+/** A start's log as vLLM writes it (infra/core/vllmPhases.ts names each line's source), short. */
+const SLOW_START = [
+    "(EngineCore_DP0 pid=300) INFO 10-06 11:58:20 [gpu_model_runner.py:2602] Starting to load model /models/m...",
+    "Loading safetensors checkpoint shards:   0% Completed | 0/2 [00:00<?, ?it/s]",
+    "Loading safetensors checkpoint shards:  50% Completed | 1/2 [00:01<00:01,  1.00s/it]",
+    "Loading safetensors checkpoint shards: 100% Completed | 2/2 [00:02<00:00,  1.00s/it]",
+    "(EngineCore_DP0 pid=300) INFO 10-06 11:58:23 [gpu_model_runner.py:2653] Model loading took 1.2000 GiB and 2.500000 seconds",
+    "(EngineCore_DP0 pid=300) INFO 10-06 11:58:24 [backends.py:548] Using cache directory: /root/.cache/vllm/torch_compile_cache/ab/rank_0_0/backbone for vLLM's torch.compile",
+    "(EngineCore_DP0 pid=300) INFO 10-06 11:58:25 [kv_cache_utils.py:1087] GPU KV cache size: 10,000 tokens",
+    "Capturing CUDA graphs (mixed prefill-decode, PIECEWISE): 100%|██████████| 11/11 [00:01<00:00,  9.00it/s]",
+    "(APIServer pid=212) INFO 10-06 11:58:27 [api_server.py:1971] Starting vLLM API server 0 on http://0.0.0.0:8000",
+    "(APIServer pid=212) INFO:     Application startup complete.",
+];
+
 describe("vllm-ready.sh: served means listed on /v1/models and one completion answered", () => {
     type Api = { listedAfterMs: number; completion: "ok" | "500" };
 
@@ -467,8 +482,14 @@ describe("vllm-ready.sh: served means listed on /v1/models and one completion an
      * Runs vllm-ready.sh with a `docker` whose `exec` runs the command here (the Python wait among
      * them), a `pgrep` that finds `vllm serve` while `serving` is true, and `api` on 127.0.0.1.
      */
-    async function waitReady(api: Api | undefined, serving: boolean, timeout = 5): Promise<{ status: number | null; stdout: string; stderr: string; execs: number; listings: number }> {
+    async function waitReady(
+        api: Api | undefined,
+        serving: boolean,
+        timeout = 5,
+        log: (elapsedMs: number) => string = () => "INFO last line of the server log\n",
+    ): Promise<{ status: number | null; stdout: string; stderr: string; execs: number; listings: number; progressAt: number[] }> {
         const dir = fs.mkdtempSync(path.join(os.tmpdir(), "vllm-ready-"));
+        let writer: NodeJS.Timeout | undefined;
         let listings = 0;
         const started = Date.now();
         const server = http.createServer((req, res) => {
@@ -487,12 +508,15 @@ describe("vllm-ready.sh: served means listed on /v1/models and one completion an
         });
         await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
         try {
-            fs.writeFileSync(path.join(dir, "serve.log"), "INFO last line of the server log\n");
+            // The server log as the start writes it: rewritten every 0.1 s from `log`.
+            const logFile = path.join(dir, "serve.log");
+            fs.writeFileSync(logFile, log(0));
+            writer = setInterval(() => fs.writeFileSync(logFile, log(Date.now() - started)), 100);
             fs.writeFileSync(
                 path.join(dir, "docker"),
                 [
                     "#!/bin/bash",
-                    `echo "$1" >> ${JSON.stringify(path.join(dir, "calls"))}`,
+                    `echo "$*" >> ${JSON.stringify(path.join(dir, "calls"))}`,
                     '[ "$1" = exec ] || exit 1',
                     "shift",
                     'while [ "${1#-}" != "$1" ]; do [ "$1" = --env ] && shift; shift; done',
@@ -502,24 +526,37 @@ describe("vllm-ready.sh: served means listed on /v1/models and one completion an
                 { mode: 0o755 },
             );
             fs.writeFileSync(path.join(dir, "pgrep"), `#!/bin/sh\nexit ${serving ? 0 : 1}\n`, { mode: 0o755 });
-            const program = scriptProgram("vllm-ready", {
+            const program = scriptProgram(VLLM_READY, {
                 CONTAINER: "vllm-fleet-ray",
                 HOST: "127.0.0.1",
                 PORT: (server.address() as AddressInfo).port,
                 SERVED_NAME: "m",
                 TIMEOUT: timeout,
                 API_KEY: "",
-                LOG_FILE: path.join(dir, "serve.log"),
+                LOG_FILE: logFile,
+                PROGRESS_SECONDS: 0.2,
+                STILL_SECONDS: 1,
+                PHASE_PATTERNS: VLLM_PHASES.map((phase) => phase.pattern),
+                PHASE_TEXTS: VLLM_PHASES.map((phase) => phase.text),
             });
             const child = spawn("bash", ["-c", program], { env: { ...process.env, PATH: `${dir}:${process.env.PATH}` } });
             let stdout = "";
             let stderr = "";
+            const progressAt: number[] = [];
             child.stdout.on("data", (chunk: Buffer) => (stdout += chunk.toString()));
-            child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
+            child.stderr.on("data", (chunk: Buffer) => {
+                stderr += chunk.toString();
+                progressAt.push(...(chunk.toString().match(/^progress: /gm) ?? []).map(() => Date.now() - started));
+            });
             const status = await new Promise<number | null>((resolve) => child.on("close", resolve));
             const calls = fs.readFileSync(path.join(dir, "calls"), "utf8").trim().split("\n");
-            return { status, stdout, stderr, execs: calls.filter((call) => call === "exec").length, listings };
+            // The wait is one exec of Python; the reads of the log are the others.
+            const waits = calls.filter((call) => call.startsWith("exec ") && call.includes(" python3 -"));
+            const reads = calls.filter((call) => call.startsWith("exec ") && call.includes(" tail -n "));
+            expect(waits.length + reads.length).toBe(calls.length);
+            return { status, stdout, stderr, execs: waits.length, listings, progressAt };
         } finally {
+            clearInterval(writer);
             server.close();
             fs.rmSync(dir, { recursive: true, force: true });
         }
@@ -536,13 +573,46 @@ describe("vllm-ready.sh: served means listed on /v1/models and one completion an
     it("fails with the server log when vllm serve is gone before the model is listed", async () => {
         const outcome = await waitReady(undefined, false);
         expect(outcome.status).toBe(1);
-        expect(outcome.stderr).toContain("vllm serve exited before it served m; the server log ends with:\nINFO last line of the server log");
+        expect(outcome.stderr).toContain(
+            "vllm serve exited before it served m (the start reached: no phase of vLLM's start in its log); the server log ends with:\nINFO last line of the server log",
+        );
     });
 
-    it("fails after its timeout, saying what it waited for", async () => {
-        const outcome = await waitReady({ listedAfterMs: 60_000, completion: "ok" }, true, 1);
+    it("fails after its timeout, saying what it waited for and where the start got to", async () => {
+        const outcome = await waitReady({ listedAfterMs: 60_000, completion: "ok" }, true, 1, () => SLOW_START.slice(0, 3).join("\n") + "\n");
         expect(outcome.status).toBe(1);
-        expect(outcome.stderr).toContain("vllm serve did not list m on /v1/models within 1s; the server log ends with:");
+        expect(outcome.stderr).toContain("vllm serve did not list m on /v1/models within 1s (the start reached: loading weights: shard 1/2); the server log ends with:");
+    });
+
+    it("says each new phase of the start while it waits, in the order of the start", async () => {
+        // The log grows a line every 0.5 s; the model is listed once the API server is up.
+        const outcome = await waitReady({ listedAfterMs: 3500, completion: "ok" }, true, 10, (ms) => SLOW_START.slice(0, Math.min(SLOW_START.length, 1 + Math.floor(ms / 500))).join("\n") + "\n");
+        expect(outcome.status).toBe(0);
+        const progress = outcome.stderr.split("\n").filter((line) => line.startsWith("progress: "));
+        const phases = progress.filter((line) => !line.startsWith("progress: still "));
+        // In the order of the start, each once (the gate looks every 0.2 s, so it may skip one).
+        expect(phases[0]).toMatch(/^progress: (loading the model \/models\/m|loading weights: shard [012]\/2)$/);
+        expect(new Set(phases).size).toBe(phases.length);
+        const order = ["loading the model", "loading weights: shard 0/2", "loading weights: shard 1/2", "loading weights: shard 2/2", "model loaded", "compiling (torch.compile)", "KV cache allocated", "capturing CUDA graphs", "starting the API server", "API server up"];
+        const ranks = phases.map((line) => order.findIndex((start) => line.startsWith(`progress: ${start}`)));
+        expect(ranks.every((rank) => rank >= 0)).toBe(true);
+        expect(ranks).toEqual([...ranks].sort((a, b) => a - b));
+        expect(phases.length).toBeGreaterThanOrEqual(4);
+        // Said while waiting, not at the end: the first long before the model was listed.
+        expect(outcome.progressAt[0]).toBeLessThan(2500);
+        expect(outcome.stdout).toMatch(/^completion /);
+        expect(outcome.execs).toBe(1);
+    });
+
+    it("says `still` the phase it stays in, with the seconds in it", async () => {
+        const outcome = await waitReady({ listedAfterMs: 2800, completion: "ok" }, true, 10, () => SLOW_START.slice(0, 6).join("\n") + "\n");
+        expect(outcome.status).toBe(0);
+        const progress = outcome.stderr.split("\n").filter((line) => line.startsWith("progress: "));
+        expect(progress[0]).toBe("progress: compiling (torch.compile)");
+        expect(progress.slice(1).length).toBeGreaterThanOrEqual(1);
+        for (const line of progress.slice(1)) {
+            expect(line).toMatch(/^progress: still compiling \(torch\.compile\) \([0-9]+s\)$/);
+        }
     });
 
     it("fails when the model is listed but a completion fails, quoting the error", async () => {

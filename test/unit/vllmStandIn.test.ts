@@ -9,6 +9,7 @@ import * as fs from "fs";
 import * as os from "os";
 import * as path from "path";
 import { afterAll, describe, expect, it } from "vitest";
+import { newestPhase } from "../../infra/core/vllmPhases";
 import { ARGS_CHECK } from "../../components/serveArgsCheck";
 import { bashCommand, scriptProgram } from "../../components/shell";
 
@@ -306,5 +307,63 @@ describe("vllm-fleet's argument check against the stand-in as each release", () 
         }
         // No Ray here (the workload image has Ray 2.53.0).
         expect(check(release, [], "ray").stderr).toContain(`the image img:1 has no Ray (vLLM ${release}+vllm-fleet-standin: Failed to import Ray: No module named 'ray'.`);
+    });
+});
+
+describe("the stand-in's start says its phases in vLLM's words (v1/worker/gpu_model_runner.py), paced", () => {
+    /** The start's lines, stdout and stderr as one log (the Ray head's log file takes both), with when each came. */
+    function start(env: Record<string, string>): { log: string; seconds: number } {
+        const code = [
+            "import sys, time",
+            "sys.stderr = sys.stdout",
+            "from vllm.v1.worker.gpu_model_runner import capture_graphs, load_and_compile, start_seconds",
+            "began = time.monotonic()",
+            "pace = start_seconds()",
+            'load_and_compile("/models/tiny-moe", pace)',
+            "capture_graphs(pace, began)",
+            'print("took %.2f" % (time.monotonic() - began))',
+        ].join("\n");
+        const outcome = python("0.17.1", code, env);
+        expect(outcome.stderr).toBe("");
+        expect(outcome.status).toBe(0);
+        return { log: outcome.stdout, seconds: Number(/^took ([0-9.]+)$/m.exec(outcome.stdout)?.[1]) };
+    }
+
+    it("names each phase of the table in the order of a real start, at once by default", () => {
+        const { log, seconds } = start({});
+        expect(seconds).toBeLessThan(0.5);
+        // The newest phase after each line, as the readiness gate reads it, never goes back.
+        const lines = log.split("\n");
+        const seen = lines.map((_, index) => newestPhase(lines.slice(0, index + 1).join("\n"))).filter((phase): phase is string => phase !== undefined);
+        const distinct = seen.filter((phase, index) => phase !== seen[index - 1]);
+        expect(distinct).toEqual([
+            "loading the model /models/tiny-moe",
+            "loading weights: shard 0/4",
+            "loading weights: shard 1/4",
+            "loading weights: shard 2/4",
+            "loading weights: shard 3/4",
+            "loading weights: shard 4/4",
+            "model loaded (0.0123 GiB)",
+            "compiling (torch.compile)",
+            expect.stringMatching(/^compiling \(Dynamo transform done in [0-9.]+ s\)$/),
+            expect.stringMatching(/^compiling \(graph compiled in [0-9.]+ s\)$/),
+            expect.stringMatching(/^compiled \(torch\.compile took [0-9.]+ s\)$/),
+            "profiling memory: 21.41 GiB for the KV cache",
+            "capturing CUDA graphs: 11/11",
+            "CUDA graphs captured in 0 s",
+            expect.stringMatching(/^engine ready in [0-9.]+ s$/),
+        ]);
+    });
+
+    it("takes as long as VLLM_SIM_START_SECONDS says, else the file VLLM_SIM_START_FILE", () => {
+        expect(start({ VLLM_SIM_START_SECONDS: "1" }).seconds).toBeGreaterThanOrEqual(0.95);
+        const dir = fs.mkdtempSync(path.join(os.tmpdir(), "vllm-sim-start-"));
+        try {
+            fs.writeFileSync(path.join(dir, "pace"), "1\n");
+            expect(start({ VLLM_SIM_START_FILE: path.join(dir, "pace") }).seconds).toBeGreaterThanOrEqual(0.95);
+            expect(start({ VLLM_SIM_START_FILE: path.join(dir, "none") }).seconds).toBeLessThan(0.5);
+        } finally {
+            fs.rmSync(dir, { recursive: true, force: true });
+        }
     });
 });

@@ -53,7 +53,9 @@ export function withEnv(spec: ContainerSpec, env: Readonly<Record<string, string
 function servingBase({ config, stack }: ServiceContext, node: PlannedNode, role: string, revision: string): Omit<ContainerSpec, "name" | "command" | "entrypoint"> {
     return {
         image: config.image.name,
-        env: networkEnv(node.fabric),
+        // vLLM's own wait for its engine (600 s by default) must not end a long load before the
+        // readiness gate does: it waits as long (every start of vLLM inherits this environment).
+        env: { ...networkEnv(node.fabric), VLLM_ENGINE_READY_TIMEOUT_S: String(config.timeouts.vllmReadySeconds) },
         mounts: [{ source: config.model.path, target: containerModelPath(config), readOnly: true }],
         networkHost: true,
         ipcHost: true,

@@ -30,6 +30,7 @@ from vllm.logger import decorate_logs, init_logger
 from vllm.reasoning import ReasoningParserManager
 from vllm.tool_parsers import ToolParserManager
 from vllm.v1.engine.core import HEALTH_INTERVAL, EngineConfig, EngineDead, StartupError, check_reasoning_parser, make_executor
+from vllm.v1.worker.gpu_model_runner import capture_graphs, load_and_compile, start_seconds
 from vllm.version import __version__ as VERSION
 
 logger = init_logger("vllm.entrypoints.openai.api_server")
@@ -357,10 +358,15 @@ def run_server(args) -> int:
                 "pipeline_parallel_size=%d, distributed_executor_backend=%s, max_model_len=%d", VERSION,
                 config.model, config.tp, config.pp, config.backend, config.max_model_len, line=94)
     core_logger.info("ranks: %s", ", ".join(f"{r['rank']}@{r['ip']}" for r in engine.ranks), line=120)
+    # The phases of the engine's start in vLLM's words (v1/worker/gpu_model_runner.py), paced.
+    engine_began = time.monotonic()
+    pace = start_seconds()
+    load_and_compile(config.model, pace)
     kv_tokens = 643232 // max(1, config.world_size) * config.world_size
     kv_logger.info("GPU KV cache size: %s tokens", f"{kv_tokens:,}", line=775)
     kv_logger.info("Maximum concurrency for %s tokens per request: %.2fx", f"{config.max_model_len:,}",
                 kv_tokens / config.max_model_len, line=779)
+    capture_graphs(pace, engine_began)
 
     served = args.served_model_name or [config.model]
     server = Server(args, engine, served, config.model, config.max_model_len)
