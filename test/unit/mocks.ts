@@ -27,12 +27,38 @@ const fixture = (name: string) => fs.readFileSync(path.join(__dirname, "..", "fi
 /** The RDMA device nodes of a Spark (ConnectX-7: one uverbs device per RoCE device, and rdma_cm). */
 export const SPARK_RDMA_DEVICES = ["/dev/infiniband/rdma_cm", "/dev/infiniband/uverbs0", "/dev/infiniband/uverbs1", "/dev/infiniband/uverbs2", "/dev/infiniband/uverbs3"];
 
+/** /proc/meminfo of an idle Spark (kB): 119 GiB available, little page cache, 16 GiB of swap. */
+export const HEALTHY_MEMINFO = [
+    "MemTotal:       124571956 kB",
+    "MemFree:        117000000 kB",
+    "MemAvailable:   119000000 kB",
+    "Cached:           1500000 kB",
+    "SwapTotal:       16777212 kB",
+].join("\n");
+
 /** What probe.sh prints on a simulated Spark with this fabric address. */
 export function sparkProbeOutput(
     fabricIp: string,
     mgmtIp: string,
-    overrides: { imageId?: string; gpus?: number; modelConfig?: object; weightBytes?: number; rdmaDevices?: string[] } = {},
+    overrides: {
+        imageId?: string;
+        gpus?: number;
+        modelConfig?: object;
+        weightBytes?: number;
+        rdmaDevices?: string[];
+        /** The fabric interface's MTU (and its twin rail's); a healthy fabric's 9000 by default. */
+        mtu?: number;
+        /** The lines of /proc/meminfo; an idle Spark's by default (no page cache to speak of, swap). */
+        meminfo?: string;
+        /** The header of plain nvidia-smi; the fixture's (driver 580) by default. */
+        smi?: string;
+        /** The userspace OOM killers running; earlyoom by default. */
+        oomGuards?: string[];
+        /** ibdev2netdev's output; the fixture's (both rails of the cabled port Up) by default. */
+        ibdev2netdev?: string;
+    } = {},
 ): string {
+    const mtu = overrides.mtu ?? 9000;
     const gpuLines = Array.from({ length: overrides.gpus ?? 1 }, (_, index) => `${index}, NVIDIA GB10, [N/A], [N/A], [N/A]`);
     return [
         "### hostname",
@@ -40,15 +66,23 @@ export function sparkProbeOutput(
         "### nvidia-smi-query",
         ...gpuLines,
         "### nvidia-smi",
-        fixture("nvidia-smi-gb10.txt"),
+        overrides.smi ?? fixture("nvidia-smi-gb10.txt"),
         "### meminfo",
-        "MemTotal:       124571956 kB",
-        "MemAvailable:   119000000 kB",
+        overrides.meminfo ?? HEALTHY_MEMINFO,
         "### ip-addr",
         `2: eth0: <BROADCAST,MULTICAST,UP,LOWER_UP> mtu 1500\n    inet ${mgmtIp}/24 brd 10.1.230.255 scope global eth0`,
-        `3: enp1s0f1np1: <BROADCAST,MULTICAST,UP,LOWER_UP> mtu 1500\n    inet ${fabricIp}/24 scope global enp1s0f1np1`,
+        `3: enp1s0f1np1: <BROADCAST,MULTICAST,UP,LOWER_UP> mtu ${mtu}\n    inet ${fabricIp}/24 scope global enp1s0f1np1`,
+        "### links",
+        "eth0 1500 up",
+        "enP2p1s0f0np0 1500 down",
+        `enP2p1s0f1np1 ${mtu} up`,
+        "enp1s0f0np0 1500 down",
+        `enp1s0f1np1 ${mtu} up`,
+        "lo 65536 unknown",
+        "### oom-guard",
+        ...(overrides.oomGuards ?? ["earlyoom"]),
         "### ibdev2netdev",
-        fixture("ibdev2netdev-spark.txt"),
+        overrides.ibdev2netdev ?? fixture("ibdev2netdev-spark.txt"),
         "### rdma-devices",
         ...(overrides.rdmaDevices ?? SPARK_RDMA_DEVICES),
         "### docker",
