@@ -109,7 +109,8 @@ export async function fleetProgram(observe: Observer = observeOverSsh): Promise<
         );
     }
 
-    // The plan, once: each node's fabric, the containers, the serve arguments, the checks.
+    // The plan, once: each node's fabric, the host checks (a refusal stops here), the containers, the
+    // serve arguments, the checks.
     const observed = observations.map((observation) => observation.facts);
     const plan = planFleet({
         config,

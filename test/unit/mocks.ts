@@ -152,6 +152,24 @@ export function unsecret(value: any): any {
     return value && typeof value === "object" && SECRET_SIG in value ? value.value : value;
 }
 
+/** Puts on the error of a failed run the resources registered until then (read by {@link registeredBefore}). */
+function withRegistered(error: unknown, resources: readonly RecordedResource[]): unknown {
+    if (error && typeof error === "object" && !("registered" in error)) {
+        // A getter: registrations still under way when the error was thrown are counted too.
+        Object.defineProperty(error, "registered", { get: () => resources.map((resource) => `${resource.type}::${resource.name}`), enumerable: false });
+    }
+    return error;
+}
+
+/** `type::name` of every resource a failed {@link runProgram} registered before it failed. */
+export function registeredBefore(error: unknown): string[] {
+    const registered = (error as { registered?: string[] } | undefined)?.registered;
+    if (!registered) {
+        throw new Error(`not the error of a run: ${String(error)}`);
+    }
+    return registered;
+}
+
 /**
  * Runs infra/program.ts with `config` (keys without the `vllm-fleet:` prefix) and returns every
  * registered resource. `probe` gives each node's probe output by node name.
@@ -249,6 +267,8 @@ export async function runProgram(
         for (const [key, value] of Object.entries(outputs)) {
             resolved[key] = await valueOf(value as pulumi.Output<unknown>);
         }
+    } catch (error) {
+        throw withRegistered(error, resources);
     } finally {
         // Let pending registrations finish before handing rejections back to the test runner.
         await new Promise((resolve) => setTimeout(resolve, 50));
@@ -258,7 +278,7 @@ export async function runProgram(
         }
     }
     if (rejections.length > 0) {
-        throw rejections[0];
+        throw withRegistered(rejections[0], resources);
     }
     for (const resource of resources) {
         Object.assign(resource.inputs, inputsByName.get(resource.name) ?? {});
