@@ -10,7 +10,7 @@ import { describe, expect, it, vi } from "vitest";
 import { ConfigError, parseFleetConfig } from "../../infra/core/config";
 import { parseProbeOutput } from "../../infra/core/facts";
 import { HostCheckError, HostCheckNode, enforceHostChecks, hostChecks } from "../../infra/core/hostChecks";
-import { HEALTHY_MEMINFO, registeredBefore, runProgram, sparkProbeOutput } from "./mocks";
+import { HEALTHY_MEMINFO, liveAfter, registeredBefore, runProgram, sparkProbeOutput } from "./mocks";
 import { sparkDuo } from "./stacks";
 
 const fixture = (name: string) => fs.readFileSync(path.join(__dirname, "..", "fixtures", name), "utf8");
@@ -212,5 +212,24 @@ describe("the program (mocks)", () => {
             expect.stringMatching(/^warning: \[runtime\] host check driver: node spark1: NVIDIA driver 590\.44\.01/),
             expect.stringMatching(/^warning: \[runtime\] host check driver: node spark2: NVIDIA driver 590\.44\.01/),
         ]);
+    });
+
+    it("judges the memory of a node before the first deployment, not where this stack's serving container already holds it", async () => {
+        const low = (name: string) => sparkProbeOutput(...ips[name], { meminfo: meminfo({ MemAvailable: 20 * 1024 ** 2, MemFree: 18 * 1024 ** 2 }) });
+        const memoryWarnings = async (live?: (name: string) => string) => {
+            const warned: string[] = [];
+            const spy = vi.spyOn(console, "warn").mockImplementation((message: unknown) => {
+                warned.push(String(message));
+            });
+            try {
+                await runProgram(duo, low, undefined, live);
+            } finally {
+                spy.mockRestore();
+            }
+            return warned.filter((line) => line.includes("host check memory")).map((line) => /node (\S+):/.exec(line)?.[1]);
+        };
+        expect(await memoryWarnings()).toEqual(["spark1", "spark2"]);
+        const deployed = await runProgram(duo, (name) => sparkProbeOutput(...ips[name]));
+        expect(await memoryWarnings(liveAfter(deployed))).toEqual([]);
     });
 });
