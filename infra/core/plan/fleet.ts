@@ -17,6 +17,7 @@ import { Reconciliation } from "../reconcile";
 import { preflight } from "../preflight";
 import { ServiceContext, mpRankSpec, rayContainerSpec, watchdogSpec } from "./containers";
 import { FirewallPlan, planFirewalls } from "./firewall";
+import { HostPrepPlan, planHostPrep } from "./hostPrep";
 import { NODE_LOCAL_ENV, transportHint, transportPolicy } from "./network";
 import { ObservedNode, PlannedNode, fabricWarnings, gpusNeeded, planNodes } from "./nodes";
 import { apiBindAddress, apiProbeAddress, vllmServeArgs } from "./serveArgs";
@@ -104,6 +105,8 @@ export interface FleetPlan {
     readonly warnings: readonly string[];
     readonly containers: ServiceContainers;
     readonly firewalls: readonly FirewallPlan[];
+    /** Each node's preparation before its serving containers start (hostPrep); none when off. */
+    readonly hostPrep: readonly HostPrepPlan[];
     /** From the first node to each other one, over the fabric. */
     readonly copies: readonly CopyPlan[];
     readonly argsCheck: ArgsCheckPlan;
@@ -175,6 +178,11 @@ export function planFleet(input: PlanInput): FleetPlan {
         warnings: [...fabricWarnings(config, nodes), ...hostWarnings],
         containers,
         firewalls: planFirewalls(config, stack, input.firewallRevisions),
+        hostPrep: planHostPrep(
+            config,
+            nodes.map((node) => node.name),
+            (rayNodes ?? ranks ?? []).map((planned) => planned.spec),
+        ),
         copies: nodes.slice(1).map((node) => ({ source: head.name, sourceIp: head.fabric.ip, target: node.name, targetIp: node.fabric.ip })),
         argsCheck: {
             node: head.name,
