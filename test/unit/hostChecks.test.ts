@@ -4,7 +4,9 @@
  * Spark. Then their keys (vllm-fleet:hostChecks, vllm-fleet:hostPrep), and the program refusing at
  * preview, before anything is registered.
  */
+import { execFileSync } from "child_process";
 import * as fs from "fs";
+import * as os from "os";
 import * as path from "path";
 import { describe, expect, it, vi } from "vitest";
 import { ConfigError, parseFleetConfig } from "../../infra/core/config";
@@ -140,6 +142,38 @@ describe("each check fires on a node set up to trip it, naming node, finding, ex
         expect(() => enforceHostChecks(refuse, [trips])).toThrow(/host check mtu: node spark2: .*; or set vllm-fleet:hostChecks\.mtu to warn or off/);
         expect(() => enforceHostChecks(refuse, [trips])).not.toThrow(/host check oomGuard/);
         expect(enforceHostChecks(withKeys({ hostChecks: { mtu: "off" } }), [trips])).toEqual([expect.stringMatching(/^host check oomGuard: node spark2/)]);
+    });
+});
+
+describe("on the proving ground's stand-in nvidia-smi (test/sim/node/nvidia-smi)", () => {
+    /** The probe's two nvidia-smi sections as the stand-in prints them, with /etc/sim/driver-version holding `driver`. */
+    function standInProbe(driver?: string): string {
+        const dir = fs.mkdtempSync(path.join(os.tmpdir(), "sim-smi-"));
+        try {
+            fs.writeFileSync(path.join(dir, "gpus"), "1\n");
+            if (driver) {
+                fs.writeFileSync(path.join(dir, "driver-version"), `${driver}\n`);
+            }
+            const env = { ...process.env, SIM_GPUS_FILE: path.join(dir, "gpus"), SIM_DRIVER_VERSION_FILE: path.join(dir, "driver-version") };
+            const smi = (...args: string[]) => execFileSync("bash", [path.join(__dirname, "..", "sim", "node", "nvidia-smi"), ...args], { encoding: "utf8", env });
+            const query = smi("--query-gpu=index,name,memory.total", "--format=csv,noheader,nounits");
+            const table = smi().split("\n").slice(0, 12).join("\n");
+            return sparkProbeOutput("192.168.200.12", "10.1.230.180", { gpuQuery: query, smi: table });
+        } finally {
+            fs.rmSync(dir, { recursive: true, force: true });
+        }
+    }
+    const simNode = (driver?: string): HostCheckNode => ({ name: "sim-spark1", facts: parseProbeOutput(standInProbe(driver)), fabricInterface: "enp1s0f1np1", servingAlive: false });
+
+    it("shows the Spark's 580 by default: quiet", () => {
+        expect(simNode().facts.driverVersion).toBe("580.126.09");
+        expect(hostChecks(defaults, [simNode()])).toEqual([]);
+    });
+
+    it("shows what /etc/sim/driver-version says: 590 on its GB10 is refused", () => {
+        const node590 = simNode("590.44.01");
+        expect(node590.facts.gpus.map((gpu) => gpu.name)).toEqual(["NVIDIA GB10"]);
+        expect(() => enforceHostChecks(defaults, [node590])).toThrow(/host check driver: node sim-spark1: NVIDIA driver 590\.44\.01 on NVIDIA GB10 is known bad/);
     });
 });
 

@@ -50,6 +50,8 @@ export function sparkProbeOutput(
         mtu?: number;
         /** The lines of /proc/meminfo; an idle Spark's by default (no page cache to speak of, swap). */
         meminfo?: string;
+        /** `nvidia-smi --query-gpu` output; `gpus` lines as GB10 prints them by default. */
+        gpuQuery?: string;
         /** The header of plain nvidia-smi; the fixture's (driver 580) by default. */
         smi?: string;
         /** The userspace OOM killers running; earlyoom by default. */
@@ -64,7 +66,7 @@ export function sparkProbeOutput(
         "### hostname",
         "spark",
         "### nvidia-smi-query",
-        ...gpuLines,
+        ...(overrides.gpuQuery !== undefined ? [overrides.gpuQuery] : gpuLines),
         "### nvidia-smi",
         overrides.smi ?? fixture("nvidia-smi-gb10.txt"),
         "### meminfo",
