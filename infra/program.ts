@@ -196,7 +196,7 @@ export async function fleetProgram(observe: Observer = observeOverSsh): Promise<
     );
     const firewalls = plan.firewalls.map((rules, index) => new NodeFirewall(`${rules.node}-firewall`, { node: nodes[index], rules, runner }, { parent: nodes[index] }));
     // hostPrep (off by default): each node prepared (its page cache dropped) before the serving containers start.
-    const preps = plan.hostPrep.map((prep, index) => new HostPrep(`${prep.node}-host-prep`, { node: nodes[index], plan: prep, gate, runner: config.commandRunner }, { parent: nodes[index] }));
+    const preps = plan.hostPrep.map((prep, index) => new HostPrep(`${prep.node}-host-prep`, { node: nodes[index], plan: prep, gate, runner }, { parent: nodes[index] }));
     const after = [argsChecked.check, ...firewalls.map((firewall) => firewall.rules), ...preps.map((prep) => prep.step)];
     const driving = { runner, containerDriver: config.containerDriver };
     const ray = plan.ray ? new RayCluster("ray", { nodes, plan: plan.ray, gate, rayToken: secrets.rayToken!, after, ...driving }) : undefined;
