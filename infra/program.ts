@@ -10,6 +10,7 @@
 import * as pulumi from "@pulumi/pulumi";
 import { FleetSecret } from "../components/fleetSecret";
 import { NodeFirewall } from "../components/firewall";
+import { HostPrep } from "../components/hostPrep";
 import { HubDownload } from "../components/hubDownload";
 import { Observer, observeOverSsh } from "../components/observer";
 import { RayCluster } from "../components/rayCluster";
@@ -111,7 +112,8 @@ export async function fleetProgram(observe: Observer = observeOverSsh): Promise<
         );
     }
 
-    // The plan, once: each node's fabric, the containers, the serve arguments, the checks.
+    // The plan, once: each node's fabric, the host checks (a refusal stops here), the containers, the
+    // serve arguments, the checks.
     const observed = observations.map((observation) => observation.facts);
     const plan = planFleet({
         config,
@@ -195,7 +197,9 @@ export async function fleetProgram(observe: Observer = observeOverSsh): Promise<
         { parent: nodes[0] },
     );
     const firewalls = plan.firewalls.map((rules, index) => new NodeFirewall(`${rules.node}-firewall`, { node: nodes[index], rules, runner }, { parent: nodes[index] }));
-    const after = [argsChecked.check, ...firewalls.map((firewall) => firewall.rules)];
+    // hostPrep (off by default): each node prepared (its page cache dropped) before the serving containers start.
+    const preps = plan.hostPrep.map((prep, index) => new HostPrep(`${prep.node}-host-prep`, { node: nodes[index], plan: prep, gate, runner }, { parent: nodes[index] }));
+    const after = [argsChecked.check, ...firewalls.map((firewall) => firewall.rules), ...preps.map((prep) => prep.step)];
     const driving = { runner, containerDriver: config.containerDriver };
     const ray = plan.ray ? new RayCluster("ray", { nodes, plan: plan.ray, gate, rayToken: secrets.rayToken!, after, ...driving }) : undefined;
     const vllm = new VllmService("vllm", { nodes, plan: plan.vllm, gate, ray, apiKey: secrets.apiKey, after, ...driving });

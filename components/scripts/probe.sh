@@ -17,10 +17,29 @@ section nvidia-smi
 nvidia-smi 2>/dev/null | head -n 12 || true
 
 section meminfo
-grep -E '^(MemTotal|MemAvailable):' /proc/meminfo || true
+grep -E '^(MemTotal|MemFree|MemAvailable|Cached|SwapTotal):' /proc/meminfo || true
 
 section ip-addr
 ip -4 addr show 2>/dev/null || true
+
+# Every interface's MTU and operstate (the fabric port and its twin rail: the host checks).
+section links
+for link in /sys/class/net/*; do
+  [ -r "$link/mtu" ] || continue
+  printf '%s %s %s\n' "${link##*/}" "$(cat "$link/mtu" 2>/dev/null || echo 0)" "$(cat "$link/operstate" 2>/dev/null || echo unknown)"
+done
+
+# A userspace OOM killer running (earlyoom, systemd-oomd, nohang): by process name, or by its
+# systemd unit where /proc hides other users' processes (hidepid).
+section oom-guard
+{
+  cat /proc/[0-9]*/comm 2>/dev/null | grep -xE 'earlyoom|systemd-oomd|nohang' || true
+  if command -v systemctl >/dev/null 2>&1; then
+    for unit in earlyoom systemd-oomd nohang nohang-desktop; do
+      if systemctl is-active --quiet "$unit" 2>/dev/null; then echo "${unit%-desktop}"; fi
+    done
+  fi
+} | sort -u
 
 section ibdev2netdev
 ibdev2netdev 2>/dev/null || true

@@ -12,7 +12,7 @@ import { HcaFacts, InterfaceFacts, NodeFacts } from "./facts";
  * its ConnectX-7 over two PCIe links, so each cabled port shows twice, `enp1s0f1np1` and
  * `enP2p1s0f1np1` (domain 2), with one RoCE device each (`rocep1s0f1`, `roceP2p1s0f1`).
  */
-function portSignature(netdev: string): string | undefined {
+export function portSignature(netdev: string): string | undefined {
     return /^en(?:P\d+)?(p\d+s\d+f\d+(?:np\d+)?)$/.exec(netdev)?.[1];
 }
 

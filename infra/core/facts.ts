@@ -8,7 +8,16 @@
 export interface InterfaceFacts {
     readonly name: string;
     readonly up: boolean;
+    /** The MTU `ip addr` shows on the interface's line, when it shows one. */
+    readonly mtu?: number;
     readonly addresses: readonly { readonly ip: string; readonly prefix: number }[];
+}
+
+/** A network interface as /sys/class/net shows it: its MTU and operstate (`up`, `down`, `lowerlayerdown`, ...). */
+export interface LinkFacts {
+    readonly name: string;
+    readonly mtu: number;
+    readonly operstate: string;
 }
 
 /** A RoCE/InfiniBand device as `ibdev2netdev` shows it. */
@@ -36,6 +45,14 @@ export interface NodeFacts {
     /** MemTotal and MemAvailable of /proc/meminfo, bytes. */
     readonly memTotalBytes: number;
     readonly memAvailableBytes: number;
+    /** MemFree, Cached (the page cache) and SwapTotal of /proc/meminfo, bytes, when the probe read them. */
+    readonly memFreeBytes?: number;
+    readonly cachedBytes?: number;
+    readonly swapTotalBytes?: number;
+    /** Every network interface of /sys/class/net with its MTU and operstate (the host checks: infra/core/hostChecks.ts). */
+    readonly links?: readonly LinkFacts[];
+    /** The userspace OOM killers running (earlyoom, systemd-oomd, nohang); undefined when the probe did not look. */
+    readonly oomGuards?: readonly string[];
     readonly interfaces: readonly InterfaceFacts[];
     readonly hcas: readonly HcaFacts[];
     /** The RDMA device nodes (/dev/infiniband/*: uverbsN, rdma_cm, ...) a container needs for RoCE. */
@@ -134,11 +151,11 @@ export function parseRdmaDevices(text: string): string[] {
 
 /** Parses the text form of `ip addr` / `ip -4 addr show` (IPv4 addresses only). */
 export function parseIpAddr(text: string): InterfaceFacts[] {
-    const interfaces: { name: string; up: boolean; addresses: { ip: string; prefix: number }[] }[] = [];
+    const interfaces: { name: string; up: boolean; mtu?: number; addresses: { ip: string; prefix: number }[] }[] = [];
     for (const line of text.split("\n")) {
-        const link = /^\d+:\s+([^:@\s]+)(@\S+)?:\s+<([^>]*)>/.exec(line);
+        const link = /^\d+:\s+([^:@\s]+)(@\S+)?:\s+<([^>]*)>(?:.*\smtu (\d+))?/.exec(line);
         if (link) {
-            interfaces.push({ name: link[1], up: link[3].split(",").includes("UP"), addresses: [] });
+            interfaces.push({ name: link[1], up: link[3].split(",").includes("UP"), ...(link[4] ? { mtu: Number(link[4]) } : {}), addresses: [] });
             continue;
         }
         const inet = /^\s+inet\s+([0-9.]+)\/(\d+)/.exec(line);
@@ -149,13 +166,47 @@ export function parseIpAddr(text: string): InterfaceFacts[] {
     return interfaces;
 }
 
-/** Reads `MemTotal` and `MemAvailable` (kB) from /proc/meminfo, in bytes. */
-export function parseMeminfo(text: string): { memTotalBytes: number; memAvailableBytes: number } {
+/**
+ * Reads /proc/meminfo's lines (kB) in bytes: `MemTotal` and `MemAvailable` (0 when missing), and
+ * `MemFree`, `Cached` and `SwapTotal` where present.
+ */
+export function parseMeminfo(text: string): {
+    memTotalBytes: number;
+    memAvailableBytes: number;
+    memFreeBytes?: number;
+    cachedBytes?: number;
+    swapTotalBytes?: number;
+} {
     const field = (name: string) => {
         const match = new RegExp(`^${name}:\\s+(\\d+) kB`, "m").exec(text);
-        return match ? Number(match[1]) * 1024 : 0;
+        return match ? Number(match[1]) * 1024 : undefined;
     };
-    return { memTotalBytes: field("MemTotal"), memAvailableBytes: field("MemAvailable") };
+    const optional = (key: string, value: number | undefined) => (value === undefined ? {} : { [key]: value });
+    return {
+        memTotalBytes: field("MemTotal") ?? 0,
+        memAvailableBytes: field("MemAvailable") ?? 0,
+        ...optional("memFreeBytes", field("MemFree")),
+        ...optional("cachedBytes", field("Cached")),
+        ...optional("swapTotalBytes", field("SwapTotal")),
+    };
+}
+
+/** Parses the probe's `links` section: `<name> <mtu> <operstate>` per line. */
+export function parseLinks(text: string): LinkFacts[] {
+    return text
+        .split("\n")
+        .map((line) => /^(\S+) (\d+) (\S+)$/.exec(line.trim()))
+        .filter((match): match is RegExpExecArray => match !== null)
+        .map((match) => ({ name: match[1], mtu: Number(match[2]), operstate: match[3] }));
+}
+
+/** The userspace OOM killers the probe's `oom-guard` section names (one process name a line). */
+export const OOM_GUARDS = ["earlyoom", "systemd-oomd", "nohang"] as const;
+
+/** Parses the probe's `oom-guard` section: the names of {@link OOM_GUARDS} found running, sorted. */
+export function parseOomGuards(text: string): string[] {
+    const found = text.split("\n").map((line) => line.trim());
+    return OOM_GUARDS.filter((name) => found.includes(name));
 }
 
 /** Parses the model section: `exists yes|no`, `config-sha256 <hex>`, then `<bytes> <name>` lines. */
@@ -184,6 +235,8 @@ export function parseProbeOutput(output: string): NodeFacts {
         cudaVersion,
         ...meminfo,
         interfaces: parseIpAddr(get("ip-addr")),
+        ...(sections.has("links") ? { links: parseLinks(get("links")) } : {}),
+        ...(sections.has("oom-guard") ? { oomGuards: parseOomGuards(get("oom-guard")) } : {}),
         hcas: parseIbdev2netdev(get("ibdev2netdev")),
         rdmaDevices: parseRdmaDevices(get("rdma-devices")),
         dockerVersion: get("docker") || undefined,
@@ -191,5 +244,3 @@ export function parseProbeOutput(output: string): NodeFacts {
         model: { ...parseModelDir(get("model")), configJson: get("model-config") || undefined },
     };
 }
-
-/** The fabric attachment of a node: the interface and address inside the fabric subnet, and its HCAs. */

@@ -19,6 +19,8 @@ export interface Reconciliation {
     readonly findings: readonly string[];
     /** Whether anything of this stack was found on any node (false: a first deployment). */
     readonly deployed: boolean;
+    /** The nodes where this stack's serving container was found alive (its memory is in use by it). */
+    readonly servingAlive: readonly string[];
 }
 
 function describeDead(container: LiveContainer | undefined, name: string): string {
@@ -53,6 +55,7 @@ export function reconcile(
     const deployed = observations.some((observation) => observation.containers.length > 0);
     const findings: string[] = [];
     const revisions: Record<string, string> = {};
+    const servingAlive = observations.filter((_, index) => alive(found[index])).map((observation) => observation.node);
     const endpoint = observations[0]?.endpoint;
     const endpointOk = endpoint?.completionOk === true;
     // The watchdog: kept while it runs, else replaced (it restarts by itself unless stopped by hand).
@@ -74,7 +77,7 @@ export function reconcile(
             const reason = dead.length > 0 ? dead.join("; ") : `node ${observations[0].node}: the endpoint does not answer a completion (${endpoint?.detail || "no answer"})`;
             findings.push(`${reason}; up replaces every vLLM rank (the group restarts as one)`);
         }
-        return { revisions, serveToken: "", watchdogRevision, findings, deployed };
+        return { revisions, serveToken: "", watchdogRevision, findings, deployed, servingAlive };
     }
     observations.forEach((observation, index) => {
         const container = found[index];
@@ -96,5 +99,5 @@ export function reconcile(
         const why = !serve?.running ? "vllm serve is not running" : `the endpoint does not answer a completion (${endpoint?.detail || "no answer"})`;
         findings.push(`node ${observations[0].node}: ${why}; up starts vllm serve again`);
     }
-    return { revisions, serveToken, watchdogRevision, findings, deployed };
+    return { revisions, serveToken, watchdogRevision, findings, deployed, servingAlive };
 }

@@ -6,6 +6,8 @@
  *   default, naming the node, and served with a warning when the config accepts it.
  * - Serve arguments the image's vLLM refuses stop `up` before any Ray or vLLM container starts, with
  *   vLLM's own message and the config key.
+ * - A fabric interface at MTU 1500 is named at preview by the host check of the MTU
+ *   (infra/core/hostChecks.ts), with its key; the nodes at 9000 are not.
  * Real SSH, Docker and Ray; the GPU, the fabric link (and its RDMA devices) and vLLM are stand-ins.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -42,6 +44,19 @@ describe("three nodes whose fabric interfaces have different names (ray executor
 
     afterAll(async () => {
         await tearDown({ stacks: [stack], cluster: name, workDir });
+    });
+
+    it("warns at preview about the node whose fabric runs at MTU 1500, with the key, and not about those at 9000", async () => {
+        const mtus = cluster.nodes.map((node) => onNode(node, `cat /sys/class/net/${node.fabricIface}/mtu`).trim());
+        try {
+            cluster.nodes.forEach((node, index) => onNode(node, `ip link set ${node.fabricIface} mtu ${index === 1 ? 1500 : 9000}`));
+            const preview = await stack.preview();
+            expect(preview.stdout).toMatch(/host check mtu: node spark2: fabric enP2p1s0f1np1 has MTU 1500; expected 9000 on the fabric/);
+            expect(preview.stdout).toMatch(/ip link set enP2p1s0f1np1 mtu 9000 .*; or set vllm-fleet:hostChecks\.mtu to off/);
+            expect(preview.stdout).not.toMatch(/host check mtu: node spark[13]:/);
+        } finally {
+            cluster.nodes.forEach((node, index) => onNode(node, `ip link set ${node.fabricIface} mtu ${mtus[index]}`));
+        }
     });
 
     it("serves, every rank's NCCL on its own node's interface and over RoCE", async () => {

@@ -1,9 +1,23 @@
+import { execFileSync } from "child_process";
 import * as fs from "fs";
+import * as os from "os";
 import * as path from "path";
 import { describe, expect, it } from "vitest";
 import { PreflightError } from "../../infra/core/errors";
 import { fabricHcas, findFabric } from "../../infra/core/fabric";
-import { NodeFacts, parseGpuQuery, parseIbdev2netdev, parseIpAddr, parseProbeOutput, parseRdmaDevices, parseSmiHeader } from "../../infra/core/facts";
+import { readScript } from "../../components/shell";
+import {
+    NodeFacts,
+    parseGpuQuery,
+    parseIbdev2netdev,
+    parseIpAddr,
+    parseLinks,
+    parseMeminfo,
+    parseOomGuards,
+    parseProbeOutput,
+    parseRdmaDevices,
+    parseSmiHeader,
+} from "../../infra/core/facts";
 import { usableMemoryBytes } from "../../infra/core/fit";
 import { parseCidr } from "../../infra/core/net";
 import { preflight } from "../../infra/core/preflight";
@@ -72,8 +86,8 @@ describe("parsers, on outputs of real DGX Sparks", () => {
 
     it("reads interfaces and their IPv4 addresses", () => {
         expect(parseIpAddr(mgmtIpAddr + fixture("ip-addr-spark-fabric.txt"))).toEqual([
-            { name: "enP7s7", up: true, addresses: [{ ip: "10.1.230.180", prefix: 24 }] },
-            { name: "enp1s0f1np1", up: true, addresses: [{ ip: "192.168.100.10", prefix: 24 }] },
+            { name: "enP7s7", up: true, mtu: 1500, addresses: [{ ip: "10.1.230.180", prefix: 24 }] },
+            { name: "enp1s0f1np1", up: true, mtu: 1500, addresses: [{ ip: "192.168.100.10", prefix: 24 }] },
         ]);
     });
 
@@ -91,6 +105,61 @@ describe("parsers, on outputs of real DGX Sparks", () => {
             "model-00002-of-00002.safetensors",
         ]);
         expect(facts.model.configSha256).toBe("abc123");
+    });
+});
+
+describe("what the host checks read", () => {
+    it("reads MemFree, Cached and SwapTotal beside MemTotal and MemAvailable, and leaves out what is not there", () => {
+        const meminfo = "MemTotal:       124571956 kB\nMemFree:         3000000 kB\nMemAvailable:   110000000 kB\nBuffers:          100 kB\nCached:         105000000 kB\nSwapCached:  0 kB\nSwapTotal:             0 kB";
+        expect(parseMeminfo(meminfo)).toEqual({
+            memTotalBytes: 124571956 * 1024,
+            memAvailableBytes: 110000000 * 1024,
+            memFreeBytes: 3000000 * 1024,
+            cachedBytes: 105000000 * 1024,
+            swapTotalBytes: 0,
+        });
+        expect(parseMeminfo("MemTotal:       124571956 kB\nMemAvailable:   119000000 kB")).toEqual({ memTotalBytes: 124571956 * 1024, memAvailableBytes: 119000000 * 1024 });
+    });
+
+    it("reads each link's MTU and operstate, and the OOM killers by name only", () => {
+        expect(parseLinks("enp1s0f1np1 9000 up\nenP2p1s0f1np1 1500 lowerlayerdown\ngarbage\nlo 65536 unknown")).toEqual([
+            { name: "enp1s0f1np1", mtu: 9000, operstate: "up" },
+            { name: "enP2p1s0f1np1", mtu: 1500, operstate: "lowerlayerdown" },
+            { name: "lo", mtu: 65536, operstate: "unknown" },
+        ]);
+        expect(parseOomGuards("systemd-oomd\nearlyoom-helper\nearlyoom\n")).toEqual(["earlyoom", "systemd-oomd"]);
+        expect(parseOomGuards("")).toEqual([]);
+    });
+
+    it("knows a probe without the sections from one that found nothing", () => {
+        const older = parseProbeOutput(sparkProbe());
+        expect(older.links).toBeUndefined();
+        expect(older.oomGuards).toBeUndefined();
+        expect(older.swapTotalBytes).toBeUndefined();
+        const none = parseProbeOutput(`${sparkProbe()}### links\n### oom-guard\n`);
+        expect(none.links).toEqual([]);
+        expect(none.oomGuards).toEqual([]);
+    });
+
+    it("gets them from probe.sh on this machine (read-only; no GPU, Docker or RoCE tools here)", () => {
+        const bin = fs.mkdtempSync(path.join(os.tmpdir(), "probe-bin-"));
+        try {
+            // Stand-ins that fail as a host without the tool would: nothing else is run.
+            for (const tool of ["nvidia-smi", "ibdev2netdev", "docker"]) {
+                fs.writeFileSync(path.join(bin, tool), "#!/bin/sh\nexit 127\n", { mode: 0o755 });
+            }
+            const program = `list_model_dir() { echo "exists no"; }\nIMAGE=x\nMODEL_PATH=/nonexistent\n${readScript("probe")}`;
+            const output = execFileSync("bash", ["-c", program], { encoding: "utf8", env: { ...process.env, PATH: `${bin}:${process.env.PATH}` } });
+            const facts = parseProbeOutput(output);
+            const lo = facts.links?.find((link) => link.name === "lo");
+            expect(lo?.mtu).toBeGreaterThan(0);
+            expect(fs.readFileSync("/sys/class/net/lo/mtu", "utf8").trim()).toBe(String(lo?.mtu));
+            expect(facts.memFreeBytes).toBeGreaterThan(0);
+            expect(facts.swapTotalBytes).toBeGreaterThanOrEqual(0);
+            expect(Array.isArray(facts.oomGuards)).toBe(true);
+        } finally {
+            fs.rmSync(bin, { recursive: true, force: true });
+        }
     });
 });
 

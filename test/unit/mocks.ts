@@ -27,28 +27,64 @@ const fixture = (name: string) => fs.readFileSync(path.join(__dirname, "..", "fi
 /** The RDMA device nodes of a Spark (ConnectX-7: one uverbs device per RoCE device, and rdma_cm). */
 export const SPARK_RDMA_DEVICES = ["/dev/infiniband/rdma_cm", "/dev/infiniband/uverbs0", "/dev/infiniband/uverbs1", "/dev/infiniband/uverbs2", "/dev/infiniband/uverbs3"];
 
+/** /proc/meminfo of an idle Spark (kB): 119 GiB available, little page cache, 16 GiB of swap. */
+export const HEALTHY_MEMINFO = [
+    "MemTotal:       124571956 kB",
+    "MemFree:        117000000 kB",
+    "MemAvailable:   119000000 kB",
+    "Cached:           1500000 kB",
+    "SwapTotal:       16777212 kB",
+].join("\n");
+
 /** What probe.sh prints on a simulated Spark with this fabric address. */
 export function sparkProbeOutput(
     fabricIp: string,
     mgmtIp: string,
-    overrides: { imageId?: string; gpus?: number; modelConfig?: object; weightBytes?: number; rdmaDevices?: string[] } = {},
+    overrides: {
+        imageId?: string;
+        gpus?: number;
+        modelConfig?: object;
+        weightBytes?: number;
+        rdmaDevices?: string[];
+        /** The fabric interface's MTU (and its twin rail's); a healthy fabric's 9000 by default. */
+        mtu?: number;
+        /** The lines of /proc/meminfo; an idle Spark's by default (no page cache to speak of, swap). */
+        meminfo?: string;
+        /** `nvidia-smi --query-gpu` output; `gpus` lines as GB10 prints them by default. */
+        gpuQuery?: string;
+        /** The header of plain nvidia-smi; the fixture's (driver 580) by default. */
+        smi?: string;
+        /** The userspace OOM killers running; earlyoom by default. */
+        oomGuards?: string[];
+        /** ibdev2netdev's output; the fixture's (both rails of the cabled port Up) by default. */
+        ibdev2netdev?: string;
+    } = {},
 ): string {
+    const mtu = overrides.mtu ?? 9000;
     const gpuLines = Array.from({ length: overrides.gpus ?? 1 }, (_, index) => `${index}, NVIDIA GB10, [N/A], [N/A], [N/A]`);
     return [
         "### hostname",
         "spark",
         "### nvidia-smi-query",
-        ...gpuLines,
+        ...(overrides.gpuQuery !== undefined ? [overrides.gpuQuery] : gpuLines),
         "### nvidia-smi",
-        fixture("nvidia-smi-gb10.txt"),
+        overrides.smi ?? fixture("nvidia-smi-gb10.txt"),
         "### meminfo",
-        "MemTotal:       124571956 kB",
-        "MemAvailable:   119000000 kB",
+        overrides.meminfo ?? HEALTHY_MEMINFO,
         "### ip-addr",
         `2: eth0: <BROADCAST,MULTICAST,UP,LOWER_UP> mtu 1500\n    inet ${mgmtIp}/24 brd 10.1.230.255 scope global eth0`,
-        `3: enp1s0f1np1: <BROADCAST,MULTICAST,UP,LOWER_UP> mtu 1500\n    inet ${fabricIp}/24 scope global enp1s0f1np1`,
+        `3: enp1s0f1np1: <BROADCAST,MULTICAST,UP,LOWER_UP> mtu ${mtu}\n    inet ${fabricIp}/24 scope global enp1s0f1np1`,
+        "### links",
+        "eth0 1500 up",
+        "enP2p1s0f0np0 1500 down",
+        `enP2p1s0f1np1 ${mtu} up`,
+        "enp1s0f0np0 1500 down",
+        `enp1s0f1np1 ${mtu} up`,
+        "lo 65536 unknown",
+        "### oom-guard",
+        ...(overrides.oomGuards ?? ["earlyoom"]),
         "### ibdev2netdev",
-        fixture("ibdev2netdev-spark.txt"),
+        overrides.ibdev2netdev ?? fixture("ibdev2netdev-spark.txt"),
         "### rdma-devices",
         ...(overrides.rdmaDevices ?? SPARK_RDMA_DEVICES),
         "### docker",
@@ -116,6 +152,24 @@ export function valueOf<T>(output: pulumi.Output<T> | T): Promise<T> {
 export function unsecret(value: any): any {
     const SECRET_SIG = "4dabf18193072939515e22adb298388d";
     return value && typeof value === "object" && SECRET_SIG in value ? value.value : value;
+}
+
+/** Puts on the error of a failed run the resources registered until then (read by {@link registeredBefore}). */
+function withRegistered(error: unknown, resources: readonly RecordedResource[]): unknown {
+    if (error && typeof error === "object" && !("registered" in error)) {
+        // A getter: registrations still under way when the error was thrown are counted too.
+        Object.defineProperty(error, "registered", { get: () => resources.map((resource) => `${resource.type}::${resource.name}`), enumerable: false });
+    }
+    return error;
+}
+
+/** `type::name` of every resource a failed {@link runProgram} registered before it failed. */
+export function registeredBefore(error: unknown): string[] {
+    const registered = (error as { registered?: string[] } | undefined)?.registered;
+    if (!registered) {
+        throw new Error(`not the error of a run: ${String(error)}`);
+    }
+    return registered;
 }
 
 /**
@@ -215,6 +269,8 @@ export async function runProgram(
         for (const [key, value] of Object.entries(outputs)) {
             resolved[key] = await valueOf(value as pulumi.Output<unknown>);
         }
+    } catch (error) {
+        throw withRegistered(error, resources);
     } finally {
         // Let pending registrations finish before handing rejections back to the test runner.
         await new Promise((resolve) => setTimeout(resolve, 50));
@@ -224,7 +280,7 @@ export async function runProgram(
         }
     }
     if (rejections.length > 0) {
-        throw rejections[0];
+        throw withRegistered(rejections[0], resources);
     }
     for (const resource of resources) {
         Object.assign(resource.inputs, inputsByName.get(resource.name) ?? {});

@@ -9,5 +9,6 @@ export { FleetConfig, FleetNode } from "./schema";
 export { ConfigError, ConfigIssue, editDistance, nearestKeys, unknownKeyIssues } from "./issues";
 export { apiKeyIssues, hfTokenIssues, plainTextSecretIssues, privateKeyProblem, sshPrivateKeyIssues } from "./secrets";
 export { MANAGED_VLLM_FLAGS, ManagedFlagUse, managedVllmFlag } from "./vllmFlags";
+export { HOST_CHECK_DEFAULTS, HostCheckName, HostCheckPolicy } from "./host";
 export { HUB_COMMIT, normalizeAbsolutePath } from "./model";
 export { parseFleetConfig } from "./parse";

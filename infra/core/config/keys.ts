@@ -22,6 +22,8 @@ export const CONFIG_KEYS = [
     "timeouts",
     "supervision",
     "security",
+    "hostChecks",
+    "hostPrep",
 ] as const;
 export type ConfigKey = (typeof CONFIG_KEYS)[number];
 

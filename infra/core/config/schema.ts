@@ -5,6 +5,7 @@
  */
 import { z } from "zod";
 import { parseCidr } from "../net";
+import { hostChecksSchema, hostPrepSchema } from "./host";
 import { modelSchema } from "./model";
 import { managedFlagExpectation, managedVllmFlag } from "./vllmFlags";
 import { CrossKeyIssue, portIssues } from "./ports";
@@ -185,6 +186,8 @@ const rawObjectSchema = z.strictObject({
     timeouts: timeoutsSchema,
     supervision: supervisionSchema,
     security: securitySchema,
+    hostChecks: hostChecksSchema,
+    hostPrep: hostPrepSchema,
 });
 type ParsedConfig = z.output<typeof rawObjectSchema>;
 
@@ -246,6 +249,8 @@ export const fleetConfigSchema = rawObjectSchema
         timeouts: parsed.timeouts,
         supervision: parsed.supervision,
         security: parsed.security,
+        hostChecks: parsed.hostChecks,
+        hostPrep: parsed.hostPrep,
     }));
 
 /** The validated, defaulted configuration of a stack (the schema's output). Secrets are not part of it. */

@@ -10,12 +10,14 @@ import { FleetConfig } from "../config";
 import { managedFlagKeys } from "../config/vllmFlags";
 import { ContainerSpec } from "../containerSpec";
 import { NodeFacts } from "../facts";
+import { enforceHostChecks } from "../hostChecks";
 import { FitPlan, fitNodeFromFacts, kvCacheDtypeFromArgs, parseModelConfig, planFit, safetensorsWeightBytes } from "../fit";
 import { RAY_HEAD_VLLM_CONFIG_ROOT, RAY_SERVE_ARGS_FILE, RAY_SERVE_LOG, ServiceContainers, servingContainer } from "../names";
 import { Reconciliation } from "../reconcile";
 import { preflight } from "../preflight";
 import { ServiceContext, mpRankSpec, rayContainerSpec, watchdogSpec } from "./containers";
 import { FirewallPlan, planFirewalls } from "./firewall";
+import { HostPrepPlan, planHostPrep } from "./hostPrep";
 import { NODE_LOCAL_ENV, transportHint, transportPolicy } from "./network";
 import { ObservedNode, PlannedNode, fabricWarnings, gpusNeeded, planNodes } from "./nodes";
 import { apiBindAddress, apiProbeAddress, vllmServeArgs } from "./serveArgs";
@@ -99,10 +101,12 @@ export interface VllmPlan {
 /** Everything the components put on the hosts, for one run. */
 export interface FleetPlan {
     readonly nodes: readonly PlannedNode[];
-    /** What the nodes' fabric attachments warn about, one line each. */
+    /** What the nodes' fabric attachments and the host checks (hostChecks.ts) warn about, one line each. */
     readonly warnings: readonly string[];
     readonly containers: ServiceContainers;
     readonly firewalls: readonly FirewallPlan[];
+    /** Each node's preparation before its serving containers start (hostPrep); none when off. */
+    readonly hostPrep: readonly HostPrepPlan[];
     /** From the first node to each other one, over the fabric. */
     readonly copies: readonly CopyPlan[];
     readonly argsCheck: ArgsCheckPlan;
@@ -117,7 +121,7 @@ export interface PlanInput {
     readonly containers: ServiceContainers;
     /** Each node and its facts as the read at the start of the run found them, in config order. */
     readonly nodes: readonly ObservedNode[];
-    readonly reconciliation: Pick<Reconciliation, "revisions" | "serveToken" | "watchdogRevision">;
+    readonly reconciliation: Pick<Reconciliation, "revisions" | "serveToken" | "watchdogRevision" | "servingAlive">;
     /** Revisions of each node's firewall rules (observe.ts firewallRevisions). */
     readonly firewallRevisions: Readonly<Record<string, string>>;
     /** The watchdog's program (components/scripts/watchdog.py). */
@@ -140,12 +144,21 @@ export function argsCheckKeys(config: Pick<FleetConfig, "vllm">): string[] {
 
 /**
  * The plan of the fleet. Throws, naming the node, when a node has no usable fabric attachment
- * (fabric.ts): before anything is registered.
+ * (fabric.ts), or when a host check set to refuse fires (hostChecks.ts): before anything is registered.
  */
 export function planFleet(input: PlanInput): FleetPlan {
     const { config, stack, containers, reconciliation } = input;
     const context: ServiceContext = { config, stack, containers };
     const nodes = planNodes(config, input.nodes);
+    const hostWarnings = enforceHostChecks(
+        config,
+        input.nodes.map((node, index) => ({
+            name: node.name,
+            facts: node.facts,
+            fabricInterface: nodes[index].fabric.interface,
+            servingAlive: reconciliation.servingAlive.includes(node.name),
+        })),
+    );
     const head = nodes[0];
     const serving = servingContainer(containers, config.executor);
     const removeFirst = [containers.ray, containers.vllm];
@@ -153,14 +166,23 @@ export function planFleet(input: PlanInput): FleetPlan {
     const ranks =
         config.executor === "mp" ? nodes.map((node, index) => ({ node: node.name, spec: mpRankSpec(context, nodes, index, reconciliation.revisions[node.name]) })) : undefined;
     const headAddress = `${head.fabric.ip}:${config.ray.port}`;
+    const rayNodes =
+        config.executor === "ray"
+            ? nodes.map((node, index) => ({ node: node.name, fabricIp: node.fabric.ip, spec: rayContainerSpec(context, nodes, index, reconciliation.revisions[node.name]) }))
+            : undefined;
     // With vllm.host fabric the API answers on the first node's fabric address only.
     const hostOf = (address: string) => (address.includes(":") ? `[${address}]` : address);
     const endpointHost = config.vllm.host === "fabric" ? head.fabric.ip : hostOf(config.nodes[0].host);
     return {
         nodes,
-        warnings: fabricWarnings(config, nodes),
+        warnings: [...fabricWarnings(config, nodes), ...hostWarnings],
         containers,
         firewalls: planFirewalls(config, stack, input.firewallRevisions),
+        hostPrep: planHostPrep(
+            config,
+            nodes.map((node) => node.name),
+            (rayNodes ?? ranks ?? []).map((planned) => planned.spec),
+        ),
         copies: nodes.slice(1).map((node) => ({ source: head.name, sourceIp: head.fabric.ip, target: node.name, targetIp: node.fabric.ip })),
         argsCheck: {
             node: head.name,
@@ -175,7 +197,7 @@ export function planFleet(input: PlanInput): FleetPlan {
                 ? {
                       container: containers.ray,
                       headAddress,
-                      nodes: nodes.map((node, index) => ({ node: node.name, fabricIp: node.fabric.ip, spec: rayContainerSpec(context, nodes, index, reconciliation.revisions[node.name]) })),
+                      nodes: rayNodes!,
                       removeFirst,
                       expectedIps: nodes.map((node) => node.fabric.ip),
                       expectedGpus: gpusNeeded(config),

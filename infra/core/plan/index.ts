@@ -1,11 +1,12 @@
 /**
  * The plan: the nodes (nodes.ts), their network (network.ts), the serve arguments (serveArgs.ts),
- * the containers (containers.ts), the firewall (firewall.ts), and the whole fleet's plan, computed
+ * the containers (containers.ts), the firewall (firewall.ts), the preparation of the hosts (hostPrep.ts), and the whole fleet's plan, computed
  * once (fleet.ts). Pure.
  */
 export * from "./containers";
 export * from "./firewall";
 export * from "./fleet";
+export * from "./hostPrep";
 export * from "./network";
 export * from "./nodes";
 export * from "./serveArgs";
