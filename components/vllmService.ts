@@ -9,6 +9,7 @@
  */
 import * as pulumi from "@pulumi/pulumi";
 import { VllmPlan, withEnv } from "../infra/core/plan";
+import { ServingCache, withServingCache } from "./compileCache";
 import { realizeContainer } from "./container";
 import { ComponentError } from "./errors";
 import { CommandRunner, hostCommand } from "./hostCommand";
@@ -43,6 +44,8 @@ export interface VllmServiceArgs {
     readonly containerDriver: "docker" | "ssh";
     /** What must be done before vLLM starts (the check of the serve arguments, the firewall). */
     readonly after?: readonly pulumi.Resource[];
+    /** The compile caches the mp ranks mount (config `cache`; the Ray containers get theirs from RayCluster). */
+    readonly cache?: ServingCache;
 }
 
 export class VllmService extends pulumi.ComponentResource {
@@ -120,7 +123,10 @@ export class VllmService extends pulumi.ComponentResource {
             const containers: pulumi.Resource[] = [];
             nodes.forEach((node, index) => {
                 const rank = ranks[index];
-                const spec = apiKey.apply((key) => (key ? withEnv(rank.spec, { VLLM_API_KEY: key }) : rank.spec));
+                const spec = withServingCache(
+                    apiKey.apply((key) => (key ? withEnv(rank.spec, { VLLM_API_KEY: key }) : rank.spec)),
+                    args.cache,
+                );
                 const container = realizeContainer(
                     args.containerDriver,
                     args.runner,

@@ -22,6 +22,7 @@ export const CONFIG_KEYS = [
     "timeouts",
     "supervision",
     "security",
+    "cache",
 ] as const;
 export type ConfigKey = (typeof CONFIG_KEYS)[number];
 

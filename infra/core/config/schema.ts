@@ -5,6 +5,7 @@
  */
 import { z } from "zod";
 import { parseCidr } from "../net";
+import { cacheSchema, cacheIssues } from "./cache";
 import { modelSchema } from "./model";
 import { managedFlagExpectation, managedVllmFlag } from "./vllmFlags";
 import { CrossKeyIssue, portIssues } from "./ports";
@@ -185,6 +186,7 @@ const rawObjectSchema = z.strictObject({
     timeouts: timeoutsSchema,
     supervision: supervisionSchema,
     security: securitySchema,
+    cache: cacheSchema,
 });
 type ParsedConfig = z.output<typeof rawObjectSchema>;
 
@@ -246,6 +248,7 @@ export const fleetConfigSchema = rawObjectSchema
         timeouts: parsed.timeouts,
         supervision: parsed.supervision,
         security: parsed.security,
+        cache: parsed.cache,
     }));
 
 /** The validated, defaulted configuration of a stack (the schema's output). Secrets are not part of it. */
@@ -287,6 +290,7 @@ function crossKeyIssues(parsed: ParsedConfig): CrossKeyIssue[] {
             expected: `TP×PP (${worldSize}) divisible by the number of nodes (${nodes.length}) with the mp executor, which runs the same number of ranks on every node`,
         });
     }
+    issues.push(...cacheIssues(parsed.cache, parsed.model.path));
     issues.push(...portIssues(parsed.vllm.port, parsed.vllm.masterPort, parsed.ray.port, nodes, parsed.executor));
     return issues;
 }

@@ -9,3 +9,4 @@ export * from "./fleet";
 export * from "./network";
 export * from "./nodes";
 export * from "./serveArgs";
+export * from "./cache";

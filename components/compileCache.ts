@@ -1,0 +1,45 @@
+/**
+ * The compile caches of the serving containers on each node (config `cache`, the plan's
+ * infra/core/plan/cache.ts): the serving containers mount the node's directory for their image,
+ * and, only when asked (`cache.removeOnDestroy`), a step per node removes this stack's caches at
+ * `pulumi destroy`, after every container that used them is gone.
+ */
+import * as pulumi from "@pulumi/pulumi";
+import { ContainerSpec } from "../infra/core/containerSpec";
+import { CachePlan, withCompileCache } from "../infra/core/plan";
+import { CommandRunner, hostCommand } from "./hostCommand";
+import { NodeAccess } from "./sparkNode";
+import { scriptProgram, shQuote } from "./shell";
+
+/** The caches the serving containers of a service mount. */
+export interface ServingCache {
+    readonly plan: CachePlan;
+    /** The id of the image on the nodes (one id on every node: preflight), which keys the cache. */
+    readonly imageId: pulumi.Input<string | undefined>;
+}
+
+/** `spec` with the node's compile cache mounted, once the image id is known; `spec` itself without a cache. */
+export function withServingCache(spec: pulumi.Output<ContainerSpec>, cache: ServingCache | undefined): pulumi.Output<ContainerSpec> {
+    if (!cache) {
+        return spec;
+    }
+    return pulumi.all([spec, cache.imageId]).apply(([resolved, imageId]) => withCompileCache(resolved, cache.plan, imageId));
+}
+
+/** The removal of the stack's caches on `node` (cache-remove.sh), or undefined unless asked for. */
+export function cacheRemoval(runner: CommandRunner, name: string, node: NodeAccess, plan: CachePlan | undefined, opts: pulumi.CustomResourceOptions): pulumi.Resource | undefined {
+    if (!plan?.removeOnDestroy) {
+        return undefined;
+    }
+    return hostCommand(
+        runner,
+        name,
+        {
+            connection: node.connection,
+            // Nothing to do at create: Docker makes each image's directory when a container mounts it.
+            create: `echo ${shQuote(`compile caches in ${plan.stackDir}, removed at destroy`)}`,
+            delete: scriptProgram("cache-remove", { DIR: plan.stackDir, IMAGE: plan.image }),
+        },
+        opts,
+    ).resource;
+}
