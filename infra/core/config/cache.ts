@@ -60,7 +60,8 @@ const within = (inner: string, outer: string) => inner === outer || inner.starts
  * read-only and compared across nodes; removing the caches must never remove weights).
  */
 export function cacheIssues(cache: { readonly enabled: boolean; readonly dir: string }, modelPath: string): CrossKeyIssue[] {
-    if (!cache.enabled || !ABSOLUTE_PATH.test(cache.dir) || !ABSOLUTE_PATH.test(modelPath)) {
+    // A directory refused on its own (cacheDirProblem) is not compared.
+    if (!cache.enabled || !ABSOLUTE_PATH.test(cache.dir) || cacheDirProblem(cache.dir) || !ABSOLUTE_PATH.test(modelPath)) {
         return [];
     }
     const dir = normalizeAbsolutePath(cache.dir);

@@ -1,0 +1,233 @@
+/**
+ * The compile caches that outlive the serving containers (config `cache`): the key's validation,
+ * the mount and the variables of each serving container keyed by the image id, the same with both
+ * drivers, the removal at destroy only when asked, and the removal's node-side program.
+ */
+import { spawnSync } from "child_process";
+import * as fs from "fs";
+import * as os from "os";
+import * as path from "path";
+import { describe, expect, it } from "vitest";
+import { bashCommand, scriptProgram } from "../../components/shell";
+import { ConfigError, parseFleetConfig } from "../../infra/core/config";
+import { ContainerSpec, specFromDockerContainerInputs, specFromDockerRunArgs, toDockerContainerInputs, toDockerRunArgs } from "../../infra/core/containerSpec";
+import { DEFAULT_CONTAINERS } from "../../infra/core/names";
+import { CACHE_ENV, CONTAINER_CACHE_DIR, PlannedNode, cacheKey, mpRankSpec, planCache, rayContainerSpec, withCompileCache } from "../../infra/core/plan";
+import { FAKE_IMAGE_ID, runWithFakeDocker } from "./fakeDocker";
+import { MockRun, runProgram, sparkProbeOutput, unsecret } from "./mocks";
+import { sparkDuo } from "./stacks";
+
+const IMAGE_A = `sha256:${"0123456789abcdef".repeat(4)}`;
+const IMAGE_B = `sha256:${"fedcba9876543210".repeat(4)}`;
+
+const planned: PlannedNode[] = [
+    { name: "spark1", fabric: { interface: "enp1s0f1np1", ip: "192.168.200.12", hcas: ["rocep1s0f1"], rdmaDevices: [] }, gpus: 1 },
+    { name: "spark2", fabric: { interface: "enp1s0f1np1", ip: "192.168.200.13", hcas: ["rocep1s0f1"], rdmaDevices: [] }, gpus: 1 },
+];
+
+function configError(raw: Record<string, unknown>): string[] {
+    try {
+        parseFleetConfig(raw);
+    } catch (error) {
+        expect(error).toBeInstanceOf(ConfigError);
+        return (error as ConfigError).message.split("\n").slice(1);
+    }
+    throw new Error("expected a ConfigError");
+}
+
+describe("vllm-fleet:cache", () => {
+    it("is on by default, under /var/cache/vllm-fleet, and kept at destroy", () => {
+        expect(parseFleetConfig(sparkDuo).cache).toEqual({ enabled: true, dir: "/var/cache/vllm-fleet", removeOnDestroy: false });
+    });
+
+    it("takes a directory of its own, normalized", () => {
+        expect(parseFleetConfig({ ...sparkDuo, cache: { dir: "/data//caches/", removeOnDestroy: true } }).cache).toEqual({ enabled: true, dir: "/data/caches", removeOnDestroy: true });
+    });
+
+    it.each([
+        ["relative", "an absolute path on every node, such as /var/cache/vllm-fleet"],
+        ["/", "a directory of its own, not the root directory (it is written by the serving containers)"],
+        ["/var/cache", "a directory of its own, not the system directory /var/cache (it is written by the serving containers)"],
+        ["/proc/cache", "a directory on disk, not a path inside /proc (a kernel file system)"],
+        ["/data/a:b", "a directory whose path has no ':' or ',' (Docker's mount syntax splits there)"],
+    ])("refuses cache.dir %s, naming the key", (dir, expected) => {
+        expect(configError({ ...sparkDuo, cache: { dir } })).toEqual([`  - vllm-fleet:cache.dir: got ${JSON.stringify(dir)}; expected ${expected}`]);
+    });
+
+    it("refuses a cache directory inside the model directory, or around it", () => {
+        const model = sparkDuo.model.path;
+        for (const dir of [`${model}/cache`, path.posix.dirname(model)]) {
+            expect(configError({ ...sparkDuo, cache: { dir } })).toEqual([
+                `  - vllm-fleet:cache.dir: got ${JSON.stringify(dir)}; expected a directory apart from vllm-fleet:model.path (${model}): neither inside the other`,
+            ]);
+        }
+        // Switched off, it is not looked at.
+        expect(parseFleetConfig({ ...sparkDuo, cache: { enabled: false, dir: `${model}/cache` } }).cache.enabled).toBe(false);
+    });
+
+    it("refuses a value of the wrong type and an unknown field, naming the key", () => {
+        expect(configError({ ...sparkDuo, cache: { enabled: "yes" } })[0]).toContain("vllm-fleet:cache.enabled");
+        expect(configError({ ...sparkDuo, cache: { removeOnDestory: true } })[0]).toContain("vllm-fleet:cache.removeOnDestory: unknown key");
+    });
+});
+
+describe("the serving containers mount the cache of their image", () => {
+    const config = parseFleetConfig(sparkDuo);
+    const cache = planCache(config, "spark-duo");
+    const context = { config, stack: "spark-duo", containers: DEFAULT_CONTAINERS };
+    const head = rayContainerSpec(context, planned, 0, "r1");
+
+    it("keys the directory by the image id: <dir>/<stack>/image-<16 hex digits>", () => {
+        expect(cache).toEqual({ stackDir: "/var/cache/vllm-fleet/spark-duo", removeOnDestroy: false, image: config.image.name });
+        expect(cacheKey(IMAGE_A)).toBe("image-0123456789abcdef");
+        expect(cacheKey(IMAGE_B)).toBe("image-fedcba9876543210");
+        expect(() => cacheKey("not-an-id")).toThrow(/is not a sha256 image id/);
+    });
+
+    it("mounts it read-write at one path and points every library's cache into it", () => {
+        const spec = withCompileCache(head, cache, IMAGE_A);
+        expect(spec.mounts).toEqual([...head.mounts, { source: "/var/cache/vllm-fleet/spark-duo/image-0123456789abcdef", target: CONTAINER_CACHE_DIR, readOnly: false }]);
+        expect(spec.env).toEqual({ ...head.env, ...CACHE_ENV });
+        expect(CACHE_ENV).toEqual({
+            VLLM_CACHE_ROOT: "/vllm-fleet-cache/vllm",
+            TORCHINDUCTOR_CACHE_DIR: "/vllm-fleet-cache/inductor",
+            TRITON_CACHE_DIR: "/vllm-fleet-cache/triton",
+            FLASHINFER_WORKSPACE_BASE: "/vllm-fleet-cache/flashinfer",
+            CUDA_CACHE_PATH: "/vllm-fleet-cache/cuda",
+        });
+        // Nothing else of the container changes.
+        expect({ ...spec, env: head.env, mounts: head.mounts }).toEqual(head);
+    });
+
+    it("gives another image another directory, so a stale cache is never read", () => {
+        const a = withCompileCache(head, cache, IMAGE_A).mounts.at(-1)!.source;
+        const b = withCompileCache(head, cache, IMAGE_B).mounts.at(-1)!.source;
+        expect(a).not.toBe(b);
+        expect(path.posix.dirname(a)).toBe(path.posix.dirname(b));
+    });
+
+    it("is the same for the mp executor's ranks, and absent with cache.enabled false", () => {
+        const mp = parseFleetConfig({ ...sparkDuo, executor: "mp" });
+        const rank = mpRankSpec({ ...context, config: mp }, planned, 1, "r1");
+        expect(withCompileCache(rank, planCache(mp, "spark-duo"), IMAGE_A).env.VLLM_CACHE_ROOT).toBe("/vllm-fleet-cache/vllm");
+        const off = parseFleetConfig({ ...sparkDuo, cache: { enabled: false } });
+        expect(planCache(off, "spark-duo")).toBeUndefined();
+        expect(withCompileCache(head, planCache(off, "spark-duo"), IMAGE_A)).toBe(head);
+    });
+
+    it("refuses an unknown image id and a stack name that is no directory name", () => {
+        expect(() => withCompileCache(head, cache, undefined)).toThrow(/image id is unknown/);
+        expect(() => planCache(config, "..")).toThrow(/cannot name a directory under vllm-fleet:cache.dir/);
+    });
+
+    it.each([
+        ["docker run arguments", (spec: ContainerSpec) => specFromDockerRunArgs(toDockerRunArgs(spec))],
+        ["Docker provider inputs", (spec: ContainerSpec) => specFromDockerContainerInputs(toDockerContainerInputs(spec))],
+    ])("is expressed alike by %s", (_label, roundTrip) => {
+        const spec = withCompileCache(head, cache, IMAGE_A);
+        expect(roundTrip(spec)).toEqual(spec);
+    });
+});
+
+const fabricIps: Record<string, string> = { spark1: "192.168.200.12", spark2: "192.168.200.13" };
+const mgmtIps: Record<string, string> = { spark1: "10.1.230.180", spark2: "10.1.230.181" };
+const probe = (node: string) => sparkProbeOutput(fabricIps[node], mgmtIps[node]);
+const duo = { ...sparkDuo, containerDriver: "ssh", commandRunner: "builtin" };
+const COMMAND = "pulumi-nodejs:dynamic/remote:SshCommand";
+
+/** The `--volume` arguments of a container step's `docker run` (ssh driver). */
+function volumesOf(run: MockRun, name: string): string[] {
+    const calls = runWithFakeDocker(bashCommand(unsecret(run.byName(name).inputs.create)), {}).calls;
+    const args = calls.find((call) => call[0] === "run") ?? [];
+    return args.flatMap((arg, index) => (args[index - 1] === "--volume" ? [arg] : []));
+}
+
+describe("the program", async () => {
+    const kept = await runProgram(duo, probe);
+    const removed = await runProgram({ ...duo, cache: { removeOnDestroy: true } }, probe);
+    const mp = await runProgram({ ...duo, executor: "mp", cache: { dir: "/data/vllm-cache" } }, probe);
+    const off = await runProgram({ ...duo, cache: { enabled: false } }, probe);
+    const mount = (dir: string) => `${dir}/unit/${cacheKey(FAKE_IMAGE_ID)}:${CONTAINER_CACHE_DIR}`;
+
+    it("mounts each node's cache of the image into every serving container, and not into the watchdog", () => {
+        for (const name of ["ray-spark1-ray-head", "ray-spark2-ray-worker"]) {
+            expect(volumesOf(kept, name)).toContain(mount("/var/cache/vllm-fleet"));
+        }
+        for (const name of ["vllm-spark1-rank0", "vllm-spark2-rank1"]) {
+            expect(volumesOf(mp, name)).toContain(mount("/data/vllm-cache"));
+        }
+        expect(volumesOf(kept, "vllm-watchdog").join(" ")).not.toContain(CONTAINER_CACHE_DIR);
+        expect(volumesOf(off, "ray-spark1-ray-head").join(" ")).not.toContain(CONTAINER_CACHE_DIR);
+    });
+
+    it("has a removal step only when asked, one per node, that the containers wait for (so destroy removes it after them)", () => {
+        const steps = (run: MockRun) => run.resources.filter((r) => r.type === COMMAND && r.name.endsWith("-compile-cache")).map((r) => r.name);
+        expect(steps(kept)).toEqual([]);
+        expect(steps(off)).toEqual([]);
+        expect(steps(removed).sort()).toEqual(["spark1-compile-cache", "spark2-compile-cache"]);
+        for (const node of ["spark1", "spark2"]) {
+            const step = removed.byName(`${node}-compile-cache`);
+            const program = unsecret(step.inputs.delete);
+            expect(program).toContain("DIR='/var/cache/vllm-fleet/unit'");
+            expect(program).toContain(`IMAGE='${sparkDuo.image.name}'`);
+            expect(removed.byName("ray-spark1-ray-head").dependencies).toContain(step.urn);
+        }
+    });
+});
+
+/**
+ * Runs cache-remove.sh as the runners send it, with a stand-in `docker` that records its calls and
+ * exits with `dockerExit`; with `userMayNot`, a stand-in `rm` that answers as for files written by
+ * root (the tests may run as root, who may remove anything).
+ */
+function removeCache(dir: string, dockerExit: number, userMayNot = false): { status: number; stdout: string; stderr: string; dockerCalls: string } {
+    const bin = fs.mkdtempSync(path.join(os.tmpdir(), "cache-remove-bin-"));
+    const calls = path.join(bin, "calls");
+    // STAND-IN for the docker CLI: records its arguments; exits as told.
+    fs.writeFileSync(path.join(bin, "docker"), `#!/usr/bin/env bash\nprintf '%s\\n' "$*" >>${JSON.stringify(calls)}\nexit ${dockerExit}\n`, { mode: 0o755 });
+    if (userMayNot) {
+        // STAND-IN for rm as a user who may not remove files root wrote.
+        fs.writeFileSync(path.join(bin, "rm"), `#!/usr/bin/env bash\necho "rm: cannot remove '\${@: -1}/x': Permission denied" >&2\nexit 1\n`, { mode: 0o755 });
+    }
+    const result = spawnSync("bash", ["-c", bashCommand(scriptProgram("cache-remove", { DIR: dir, IMAGE: "vllm:test" }))], {
+        encoding: "utf8",
+        env: { ...process.env, PATH: `${bin}:${process.env.PATH}` },
+    });
+    const dockerCalls = fs.existsSync(calls) ? fs.readFileSync(calls, "utf8") : "";
+    fs.rmSync(bin, { recursive: true, force: true });
+    return { status: result.status ?? -1, stdout: result.stdout, stderr: result.stderr, dockerCalls };
+}
+
+describe("cache-remove.sh", () => {
+    it("takes a missing directory for done", () => {
+        const outcome = removeCache("/nonexistent/vllm-fleet/unit", 0);
+        expect(outcome).toMatchObject({ status: 0, dockerCalls: "" });
+        expect(outcome.stdout).toContain("no compile cache at /nonexistent/vllm-fleet/unit");
+    });
+
+    it("removes a directory the user may remove, without Docker", () => {
+        const root = fs.mkdtempSync(path.join(os.tmpdir(), "cache-remove-"));
+        fs.mkdirSync(path.join(root, "unit", "image-0123456789abcdef", "vllm"), { recursive: true });
+        fs.writeFileSync(path.join(root, "unit", "image-0123456789abcdef", "vllm", "entry"), "x");
+        const outcome = removeCache(path.join(root, "unit"), 1);
+        expect(outcome.status).toBe(0);
+        expect(fs.existsSync(path.join(root, "unit"))).toBe(false);
+        expect(fs.existsSync(root)).toBe(true);
+        expect(outcome.dockerCalls).toBe("");
+        fs.rmSync(root, { recursive: true, force: true });
+    });
+
+    it("removes as root in a container of the image what the user may not, and says so when that fails", () => {
+        const root = fs.mkdtempSync(path.join(os.tmpdir(), "cache-remove-"));
+        fs.mkdirSync(path.join(root, "unit", "image-0123456789abcdef"), { recursive: true });
+        const done = removeCache(path.join(root, "unit"), 0, true);
+        expect(done.status).toBe(0);
+        expect(done.dockerCalls.trim()).toBe(`run --rm --network none --user 0 --entrypoint rm --volume ${root}:/vllm-fleet-cache-parent vllm:test -rf -- /vllm-fleet-cache-parent/unit`);
+        expect(done.stdout).toContain(`removed the compile cache ${root}/unit (as root, in a container of vllm:test)`);
+        const failed = removeCache(path.join(root, "unit"), 125, true);
+        expect(failed.status).toBe(1);
+        expect(failed.stderr).toContain(`could not remove the compile cache ${root}/unit`);
+        expect(failed.stderr).toContain(`sudo rm -rf ${root}/unit`);
+        fs.rmSync(root, { recursive: true, force: true });
+    });
+});
