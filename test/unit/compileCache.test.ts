@@ -1,7 +1,7 @@
 /**
- * The compile caches that outlive the serving containers (config `cache`): the key's validation,
- * the mount and the variables of each serving container keyed by the image id, the same with both
- * drivers, the removal at destroy only when asked, and the removal's node-side program.
+ * The compile caches that outlive the serving containers (config `cache`): the key's validation, the
+ * program's serving containers mounting them, the removal at destroy only when asked, and the
+ * removal's node-side program. The mount and variables of a spec: containerSpec.test.ts.
  */
 import { spawnSync } from "child_process";
 import * as fs from "fs";
@@ -10,20 +10,10 @@ import * as path from "path";
 import { describe, expect, it } from "vitest";
 import { bashCommand, scriptProgram } from "../../components/shell";
 import { ConfigError, parseFleetConfig } from "../../infra/core/config";
-import { ContainerSpec, specFromDockerContainerInputs, specFromDockerRunArgs, toDockerContainerInputs, toDockerRunArgs } from "../../infra/core/containerSpec";
-import { DEFAULT_CONTAINERS } from "../../infra/core/names";
-import { CACHE_ENV, CONTAINER_CACHE_DIR, PlannedNode, cacheKey, mpRankSpec, planCache, rayContainerSpec, withCompileCache } from "../../infra/core/plan";
+import { CONTAINER_CACHE_DIR, cacheKey } from "../../infra/core/plan";
 import { FAKE_IMAGE_ID, runWithFakeDocker } from "./fakeDocker";
 import { MockRun, runProgram, sparkProbeOutput, unsecret } from "./mocks";
 import { sparkDuo } from "./stacks";
-
-const IMAGE_A = `sha256:${"0123456789abcdef".repeat(4)}`;
-const IMAGE_B = `sha256:${"fedcba9876543210".repeat(4)}`;
-
-const planned: PlannedNode[] = [
-    { name: "spark1", fabric: { interface: "enp1s0f1np1", ip: "192.168.200.12", hcas: ["rocep1s0f1"], rdmaDevices: [] }, gpus: 1 },
-    { name: "spark2", fabric: { interface: "enp1s0f1np1", ip: "192.168.200.13", hcas: ["rocep1s0f1"], rdmaDevices: [] }, gpus: 1 },
-];
 
 function configError(raw: Record<string, unknown>): string[] {
     try {
@@ -68,64 +58,6 @@ describe("vllm-fleet:cache", () => {
     it("refuses a value of the wrong type and an unknown field, naming the key", () => {
         expect(configError({ ...sparkDuo, cache: { enabled: "yes" } })[0]).toContain("vllm-fleet:cache.enabled");
         expect(configError({ ...sparkDuo, cache: { removeOnDestory: true } })[0]).toContain("vllm-fleet:cache.removeOnDestory: unknown key");
-    });
-});
-
-describe("the serving containers mount the cache of their image", () => {
-    const config = parseFleetConfig(sparkDuo);
-    const cache = planCache(config, "spark-duo");
-    const context = { config, stack: "spark-duo", containers: DEFAULT_CONTAINERS };
-    const head = rayContainerSpec(context, planned, 0, "r1");
-
-    it("keys the directory by the image id: <dir>/<stack>/image-<16 hex digits>", () => {
-        expect(cache).toEqual({ stackDir: "/var/cache/vllm-fleet/spark-duo", removeOnDestroy: false, image: config.image.name });
-        expect(cacheKey(IMAGE_A)).toBe("image-0123456789abcdef");
-        expect(cacheKey(IMAGE_B)).toBe("image-fedcba9876543210");
-        expect(() => cacheKey("not-an-id")).toThrow(/is not a sha256 image id/);
-    });
-
-    it("mounts it read-write at one path and points every library's cache into it", () => {
-        const spec = withCompileCache(head, cache, IMAGE_A);
-        expect(spec.mounts).toEqual([...head.mounts, { source: "/var/cache/vllm-fleet/spark-duo/image-0123456789abcdef", target: CONTAINER_CACHE_DIR, readOnly: false }]);
-        expect(spec.env).toEqual({ ...head.env, ...CACHE_ENV });
-        expect(CACHE_ENV).toEqual({
-            VLLM_CACHE_ROOT: "/vllm-fleet-cache/vllm",
-            TORCHINDUCTOR_CACHE_DIR: "/vllm-fleet-cache/inductor",
-            TRITON_CACHE_DIR: "/vllm-fleet-cache/triton",
-            FLASHINFER_WORKSPACE_BASE: "/vllm-fleet-cache/flashinfer",
-            CUDA_CACHE_PATH: "/vllm-fleet-cache/cuda",
-        });
-        // Nothing else of the container changes.
-        expect({ ...spec, env: head.env, mounts: head.mounts }).toEqual(head);
-    });
-
-    it("gives another image another directory, so a stale cache is never read", () => {
-        const a = withCompileCache(head, cache, IMAGE_A).mounts.at(-1)!.source;
-        const b = withCompileCache(head, cache, IMAGE_B).mounts.at(-1)!.source;
-        expect(a).not.toBe(b);
-        expect(path.posix.dirname(a)).toBe(path.posix.dirname(b));
-    });
-
-    it("is the same for the mp executor's ranks, and absent with cache.enabled false", () => {
-        const mp = parseFleetConfig({ ...sparkDuo, executor: "mp" });
-        const rank = mpRankSpec({ ...context, config: mp }, planned, 1, "r1");
-        expect(withCompileCache(rank, planCache(mp, "spark-duo"), IMAGE_A).env.VLLM_CACHE_ROOT).toBe("/vllm-fleet-cache/vllm");
-        const off = parseFleetConfig({ ...sparkDuo, cache: { enabled: false } });
-        expect(planCache(off, "spark-duo")).toBeUndefined();
-        expect(withCompileCache(head, planCache(off, "spark-duo"), IMAGE_A)).toBe(head);
-    });
-
-    it("refuses an unknown image id and a stack name that is no directory name", () => {
-        expect(() => withCompileCache(head, cache, undefined)).toThrow(/image id is unknown/);
-        expect(() => planCache(config, "..")).toThrow(/cannot name a directory under vllm-fleet:cache.dir/);
-    });
-
-    it.each([
-        ["docker run arguments", (spec: ContainerSpec) => specFromDockerRunArgs(toDockerRunArgs(spec))],
-        ["Docker provider inputs", (spec: ContainerSpec) => specFromDockerContainerInputs(toDockerContainerInputs(spec))],
-    ])("is expressed alike by %s", (_label, roundTrip) => {
-        const spec = withCompileCache(head, cache, IMAGE_A);
-        expect(roundTrip(spec)).toEqual(spec);
     });
 });
 
