@@ -1,8 +1,8 @@
 /**
  * The compile caches of the serving containers on each node (config `cache`, the plan's
  * infra/core/plan/cache.ts): the serving containers mount the node's directory for their image,
- * and, only when asked (`cache.removeOnDestroy`), a step per node removes this stack's caches at
- * `pulumi destroy`, after every container that used them is gone.
+ * and a step per node, which they wait for, removes this stack's caches at `pulumi destroy` (after
+ * every container that used them is gone) only when asked (`cache.removeOnDestroy`).
  */
 import * as pulumi from "@pulumi/pulumi";
 import { ContainerSpec } from "../infra/core/containerSpec";
@@ -26,9 +26,14 @@ export function withServingCache(spec: pulumi.Output<ContainerSpec>, cache: Serv
     return pulumi.all([spec, cache.imageId]).apply(([resolved, imageId]) => withCompileCache(resolved, cache.plan, imageId));
 }
 
-/** The removal of the stack's caches on `node` (cache-remove.sh), or undefined unless asked for. */
-export function cacheRemoval(runner: CommandRunner, name: string, node: NodeAccess, plan: CachePlan | undefined, opts: pulumi.CustomResourceOptions): pulumi.Resource | undefined {
-    if (!plan?.removeOnDestroy) {
+/**
+ * The step of the stack's caches on `node`, with the cache enabled: its delete removes them
+ * (cache-remove.sh) only with `removeOnDestroy`, and keeps them otherwise. It is there either way,
+ * so that turning `removeOnDestroy` off changes its delete in place rather than deleting the step,
+ * which would run the removal; with the cache turned off it goes, and removes only when asked.
+ */
+export function cacheStep(runner: CommandRunner, name: string, node: NodeAccess, plan: CachePlan | undefined, opts: pulumi.CustomResourceOptions): pulumi.Resource | undefined {
+    if (!plan) {
         return undefined;
     }
     return hostCommand(
@@ -37,8 +42,10 @@ export function cacheRemoval(runner: CommandRunner, name: string, node: NodeAcce
         {
             connection: node.connection,
             // Nothing to do at create: Docker makes each image's directory when a container mounts it.
-            create: `echo ${shQuote(`compile caches in ${plan.stackDir}, removed at destroy`)}`,
-            delete: scriptProgram("cache-remove", { DIR: plan.stackDir, IMAGE: plan.image }),
+            create: `echo ${shQuote(`compile caches in ${plan.stackDir}`)}`,
+            delete: plan.removeOnDestroy
+                ? scriptProgram("cache-remove", { DIR: plan.stackDir, IMAGE: plan.image })
+                : `echo ${shQuote(`compile caches kept in ${plan.stackDir} (cache.removeOnDestroy is false)`)}`,
         },
         opts,
     ).resource;

@@ -8,7 +8,7 @@
  * program, so both paths run exactly the same code.
  */
 import * as pulumi from "@pulumi/pulumi";
-import { cacheRemoval } from "../components/compileCache";
+import { cacheStep } from "../components/compileCache";
 import { FleetSecret } from "../components/fleetSecret";
 import { NodeFirewall } from "../components/firewall";
 import { HubDownload } from "../components/hubDownload";
@@ -197,10 +197,11 @@ export async function fleetProgram(observe: Observer = observeOverSsh): Promise<
     );
     const firewalls = plan.firewalls.map((rules, index) => new NodeFirewall(`${rules.node}-firewall`, { node: nodes[index], rules, runner }, { parent: nodes[index] }));
     // The compile caches, keyed by the image id (one on every node once preflight passed); their
-    // removal at destroy, when asked, comes after every container that mounts them is gone.
+    // step on each node goes before the containers, so its removal at destroy (when asked) comes
+    // after every container that mounts them is gone.
     const cache = plan.cache ? { plan: plan.cache, imageId: prepared.apply((list) => list[0].facts.imageId) } : undefined;
-    const cacheRemovals = nodes.flatMap((node) => cacheRemoval(runner, `${node.nodeName}-compile-cache`, node, plan.cache, { parent: node }) ?? []);
-    const after = [argsChecked.check, ...firewalls.map((firewall) => firewall.rules), ...cacheRemovals];
+    const cacheSteps = nodes.flatMap((node) => cacheStep(runner, `${node.nodeName}-compile-cache`, node, plan.cache, { parent: node }) ?? []);
+    const after = [argsChecked.check, ...firewalls.map((firewall) => firewall.rules), ...cacheSteps];
     const driving = { runner, containerDriver: config.containerDriver };
     const ray = plan.ray ? new RayCluster("ray", { nodes, plan: plan.ray, gate, rayToken: secrets.rayToken!, after, cache, ...driving }) : undefined;
     const vllm = new VllmService("vllm", { nodes, plan: plan.vllm, gate, ray, apiKey: secrets.apiKey, after, cache, ...driving });

@@ -92,18 +92,26 @@ describe("the program", async () => {
         expect(volumesOf(off, "ray-spark1-ray-head").join(" ")).not.toContain(CONTAINER_CACHE_DIR);
     });
 
-    it("has a removal step only when asked, one per node, that the containers wait for (so destroy removes it after them)", () => {
+    it("removes the caches at destroy only when asked, from a step per node that the containers wait for (so destroy runs it after them)", () => {
         const steps = (run: MockRun) => run.resources.filter((r) => r.type === COMMAND && r.name.endsWith("-compile-cache")).map((r) => r.name);
-        expect(steps(kept)).toEqual([]);
         expect(steps(off)).toEqual([]);
-        expect(steps(removed).sort()).toEqual(["spark1-compile-cache", "spark2-compile-cache"]);
-        for (const node of ["spark1", "spark2"]) {
-            const step = removed.byName(`${node}-compile-cache`);
-            const program = unsecret(step.inputs.delete);
-            expect(program).toContain("DIR='/var/cache/vllm-fleet/unit'");
-            expect(program).toContain(`IMAGE='${sparkDuo.image.name}'`);
-            expect(removed.byName("ray-spark1-ray-head").dependencies).toContain(step.urn);
+        for (const run of [kept, removed]) {
+            expect(steps(run).sort()).toEqual(["spark1-compile-cache", "spark2-compile-cache"]);
         }
+        for (const node of ["spark1", "spark2"]) {
+            const removal = unsecret(removed.byName(`${node}-compile-cache`).inputs.delete);
+            expect(removal).toContain("DIR='/var/cache/vllm-fleet/unit'");
+            expect(removal).toContain(`IMAGE='${sparkDuo.image.name}'`);
+            expect(removal).toContain("docker run --rm --network none --user 0 --entrypoint rm");
+            // Kept: the delete only says so (turning removeOnDestroy off updates it in place).
+            const keep = unsecret(kept.byName(`${node}-compile-cache`).inputs.delete);
+            expect(keep).not.toMatch(/\brm\b/);
+            expect(keep).toContain("compile caches kept in /var/cache/vllm-fleet/unit");
+            for (const run of [kept, removed]) {
+                expect(run.byName("ray-spark1-ray-head").dependencies).toContain(run.byName(`${node}-compile-cache`).urn);
+            }
+        }
+        expect(mp.byName("vllm-spark2-rank1").dependencies).toContain(mp.byName("spark2-compile-cache").urn);
     });
 });
 
