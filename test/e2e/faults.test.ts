@@ -227,14 +227,15 @@ describe.each([
         for (const node of cluster.nodes) {
             onNode(node, `mkdir -p ${MODEL_DIR}/.vllm-sim && echo ${COMPILE_SECONDS} > ${MODEL_DIR}/.vllm-sim/compile-seconds`);
         }
-        /** Seconds of a plain up that replaces every rank (rank 0 removed: the group restarts as one) until it serves. */
+        /**
+         * Seconds of a plain up that replaces every rank until it serves. Every rank is removed first
+         * (one left behind would be restarted by Docker and could fill its node's cache meanwhile),
+         * and for a cold start its node's cache with it.
+         */
         const replaced = async (cache: "cold" | "warm"): Promise<number> => {
-            if (cache === "cold") {
-                for (const node of cluster.nodes) {
-                    onNode(node, `rm -rf ${cacheDir}`);
-                }
+            for (const node of cluster.nodes) {
+                onNode(node, `docker rm -f ${serving} >/dev/null${cache === "cold" ? ` && rm -rf ${cacheDir}` : ""}`);
             }
-            onNode(head(), `docker rm -f ${serving} >/dev/null`);
             const start = Date.now();
             const up = await stack.up();
             expect(up.summary.result).toBe("succeeded");
