@@ -6,6 +6,7 @@
  */
 import * as pulumi from "@pulumi/pulumi";
 import { RayPlan, joinedTo, withEnv } from "../infra/core/plan";
+import { ServingCache, withServingCache } from "./compileCache";
 import { realizeContainer } from "./container";
 import { ComponentError } from "./errors";
 import { CommandRunner, hostCommand } from "./hostCommand";
@@ -25,6 +26,8 @@ export interface RayClusterArgs {
     readonly containerDriver: "docker" | "ssh";
     /** What must be done before the head container starts (the check of the serve arguments, the firewall). */
     readonly after?: readonly pulumi.Resource[];
+    /** The compile caches every Ray container mounts (config `cache`); none: caches die with the containers. */
+    readonly cache?: ServingCache;
 }
 
 export class RayCluster extends pulumi.ComponentResource {
@@ -53,10 +56,12 @@ export class RayCluster extends pulumi.ComponentResource {
             // A worker's spec holds its head's container id: it is created after the head's
             // `docker run` and replaced whenever the head is (containers.ts joinedTo); its
             // `ray start` retries the head while that boots, so the two still boot side by side.
-            const spec =
+            const spec = withServingCache(
                 index === 0
                     ? gated.apply((token) => withEnv(planned.spec, { RAY_AUTH_TOKEN: token }))
-                    : pulumi.all([gated, headContainerId!]).apply(([token, headId]) => joinedTo(withEnv(planned.spec, { RAY_AUTH_TOKEN: token }), planned.node, headId));
+                    : pulumi.all([gated, headContainerId!]).apply(([token, headId]) => joinedTo(withEnv(planned.spec, { RAY_AUTH_TOKEN: token }), planned.node, headId)),
+                args.cache,
+            );
             const container = realizeContainer(
                 args.containerDriver,
                 args.runner,

@@ -10,6 +10,7 @@
 import * as pulumi from "@pulumi/pulumi";
 import { VllmPlan, joinedToRank0, withEnv } from "../infra/core/plan";
 import { PHASE_POLL_SECONDS, PHASE_REPEAT_SECONDS, VLLM_PHASES } from "../infra/core/vllmPhases";
+import { ServingCache, withServingCache } from "./compileCache";
 import { realizeContainer } from "./container";
 import { ComponentError } from "./errors";
 import { CommandRunner, hostCommand } from "./hostCommand";
@@ -46,6 +47,8 @@ export interface VllmServiceArgs {
     readonly containerDriver: "docker" | "ssh";
     /** What must be done before vLLM starts (the check of the serve arguments, the firewall). */
     readonly after?: readonly pulumi.Resource[];
+    /** The compile caches the mp ranks mount (config `cache`; the Ray containers get theirs from RayCluster). */
+    readonly cache?: ServingCache;
 }
 
 export class VllmService extends pulumi.ComponentResource {
@@ -127,7 +130,10 @@ export class VllmService extends pulumi.ComponentResource {
             const containers: pulumi.Resource[] = [];
             nodes.forEach((node, index) => {
                 const rank = ranks[index];
-                const keyed = apiKey.apply((key) => (key ? withEnv(rank.spec, { VLLM_API_KEY: key }) : rank.spec));
+                const keyed = withServingCache(
+                    apiKey.apply((key) => (key ? withEnv(rank.spec, { VLLM_API_KEY: key }) : rank.spec)),
+                    args.cache,
+                );
                 const spec = index === 0 ? keyed : pulumi.all([keyed, revisions[0]]).apply(([planned, rank0]) => joinedToRank0(planned, node.nodeName, rank0));
                 const container = realizeContainer(
                     args.containerDriver,

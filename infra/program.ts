@@ -8,6 +8,7 @@
  * program, so both paths run exactly the same code.
  */
 import * as pulumi from "@pulumi/pulumi";
+import { CompileCache } from "../components/compileCache";
 import { FleetSecret } from "../components/fleetSecret";
 import { NodeFirewall } from "../components/firewall";
 import { HostPrep } from "../components/hostPrep";
@@ -199,10 +200,17 @@ export async function fleetProgram(observe: Observer = observeOverSsh): Promise<
     const firewalls = plan.firewalls.map((rules, index) => new NodeFirewall(`${rules.node}-firewall`, { node: nodes[index], rules, runner }, { parent: nodes[index] }));
     // hostPrep (off by default): each node prepared (its page cache dropped) before the serving containers start.
     const preps = plan.hostPrep.map((prep, index) => new HostPrep(`${prep.node}-host-prep`, { node: nodes[index], plan: prep, gate, runner }, { parent: nodes[index] }));
-    const after = [argsChecked.check, ...firewalls.map((firewall) => firewall.rules), ...preps.map((prep) => prep.step)];
+    // The compile caches, keyed by the image id (one on every node once preflight passed); their
+    // step on each node goes before the containers, so its removal at destroy (when asked) comes
+    // after every container that mounts them is gone.
+    const cache = plan.cache ? { plan: plan.cache, imageId: prepared.apply((list) => list[0].facts.imageId) } : undefined;
+    const cacheSteps = plan.cache
+        ? nodes.map((node) => new CompileCache(`${node.nodeName}-compile-cache`, { node, plan: plan.cache!, runner }, { parent: node }).step)
+        : [];
+    const after = [argsChecked.check, ...firewalls.map((firewall) => firewall.rules), ...preps.map((prep) => prep.step), ...cacheSteps];
     const driving = { runner, containerDriver: config.containerDriver };
-    const ray = plan.ray ? new RayCluster("ray", { nodes, plan: plan.ray, gate, rayToken: secrets.rayToken!, after, ...driving }) : undefined;
-    const vllm = new VllmService("vllm", { nodes, plan: plan.vllm, gate, ray, apiKey: secrets.apiKey, after, ...driving });
+    const ray = plan.ray ? new RayCluster("ray", { nodes, plan: plan.ray, gate, rayToken: secrets.rayToken!, after, cache, ...driving }) : undefined;
+    const vllm = new VllmService("vllm", { nodes, plan: plan.vllm, gate, ray, apiKey: secrets.apiKey, after, cache, ...driving });
 
     return {
         endpoint: vllm.endpoint,

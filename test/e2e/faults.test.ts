@@ -9,6 +9,8 @@
  * - What supervision cannot fix (a container removed) a plain `up` replaces, and only it; what it
  *   leaves alone (a head or rank 0 stopped or paused by hand) and an engine restart on the first
  *   node never wedge `up`: a plain one (and, for ray, refresh + up) serves again.
+ * - A serving container replaced with a warm compile cache (mp) starts at least the stand-in's
+ *   compile time sooner than one replaced with a cold cache; both times are printed.
  * - A node that stops answering on SSH (ray) is named by `preview` and `up` within the SSH connect
  *   timeout + 15 s.
  * - `destroy` with a node's sshd down fails in bounded time naming the node; a later one leaves
@@ -213,6 +215,54 @@ describe.each([
             expect(states()[0]).toBe(before[0]);
         }
         table.push({ fault, executor, viaUp: Math.round(viaUp), restarted: `${what} (${JSON.stringify(up.summary.resourceChanges)})` });
+        await stack.up({ expectNoChanges: true });
+    });
+
+    // Compile caches that outlive containers: the vLLM stand-in takes COMPILE_SECONDS to "compile"
+    // a rank whose compile cache has no entry (test/sim/workload/vllm/compilation/backends.py; the
+    // time from the model directory's .vllm-sim/compile-seconds, which no deployment step reads).
+    const COMPILE_SECONDS = 8;
+    it.runIf(executor === "mp")(`a replaced serving container starts at least the compile time (${COMPILE_SECONDS} s) sooner with a warm compile cache than cold`, async () => {
+        const cacheDir = `/var/cache/vllm-fleet/${name}`;
+        for (const node of cluster.nodes) {
+            onNode(node, `mkdir -p ${MODEL_DIR}/.vllm-sim && echo ${COMPILE_SECONDS} > ${MODEL_DIR}/.vllm-sim/compile-seconds`);
+        }
+        /**
+         * Seconds of a plain up that replaces every rank until it serves. Every rank is removed first
+         * (one left behind would be restarted by Docker and could fill its node's cache meanwhile),
+         * and for a cold start its node's cache with it.
+         */
+        const replaced = async (cache: "cold" | "warm"): Promise<number> => {
+            for (const node of cluster.nodes) {
+                onNode(node, `docker rm -f ${serving} >/dev/null${cache === "cold" ? ` && rm -rf ${cacheDir}` : ""}`);
+            }
+            const start = Date.now();
+            const up = await stack.up();
+            expect(up.summary.result).toBe("succeeded");
+            const seconds = (Date.now() - start) / 1000;
+            await servingAgain(cluster, api, start, seconds + 5);
+            for (const node of cluster.nodes) {
+                const mounts = onNode(node, `docker inspect --format '{{range .Mounts}}{{.Source}}:{{.Destination}} {{end}}' ${serving}`);
+                expect(mounts).toMatch(new RegExp(`${cacheDir}/image-[0-9a-f]{16}:/vllm-fleet-cache`));
+                const log = onNode(node, `docker logs ${serving} 2>&1`);
+                expect(log).toContain(cache === "cold" ? "Compiling a graph for compile range (1, 2048) takes" : "Directly load the compiled graph(s) for compile range (1, 2048) from the cache");
+            }
+            return seconds;
+        };
+        try {
+            const cold = await replaced("cold");
+            const warm = await replaced("warm");
+            console.log(`a replaced serving container (mp, ${COMPILE_SECONDS} s to compile): cold compile cache ${cold.toFixed(1)} s, warm ${warm.toFixed(1)} s`);
+            table.push({ fault: `replaced with a cold compile cache (${COMPILE_SECONDS} s to compile)`, executor, viaUp: Math.round(cold), restarted: "every rank" });
+            table.push({ fault: "replaced with a warm compile cache", executor, viaUp: Math.round(warm), restarted: "every rank" });
+            // The warm start skips the compile on every node (they compile side by side when cold);
+            // 1 s is left for the jitter between two runs of `up`.
+            expect(cold - warm).toBeGreaterThanOrEqual(COMPILE_SECONDS - 1);
+        } finally {
+            for (const node of cluster.nodes) {
+                onNode(node, `rm -rf ${MODEL_DIR}/.vllm-sim`);
+            }
+        }
         await stack.up({ expectNoChanges: true });
     });
 

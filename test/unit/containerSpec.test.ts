@@ -1,3 +1,4 @@
+import * as path from "path";
 import { describe, expect, it } from "vitest";
 import {
     ContainerSpec,
@@ -10,7 +11,23 @@ import {
 import { parseFleetConfig } from "../../infra/core/config";
 import { DEFAULT_CONTAINERS, RANK0_LABEL, RAY_HEAD_LABEL, RAY_HEAD_VLLM_CONFIG_ROOT } from "../../infra/core/names";
 import { FleetConfig } from "../../infra/core/config";
-import { NODE_LOCAL_ENV, PlannedNode, joinedTo, joinedToRank0, mpRankSpec, networkEnv, rayContainerSpec, transportHint, transportPolicy, withEnv } from "../../infra/core/plan";
+import {
+    CACHE_ENV,
+    CONTAINER_CACHE_DIR,
+    NODE_LOCAL_ENV,
+    PlannedNode,
+    cacheKey,
+    joinedTo,
+    joinedToRank0,
+    mpRankSpec,
+    networkEnv,
+    planCache,
+    rayContainerSpec,
+    transportHint,
+    transportPolicy,
+    withCompileCache,
+    withEnv,
+} from "../../infra/core/plan";
 import { sparkDuo } from "./stacks";
 
 const config = parseFleetConfig(sparkDuo);
@@ -210,5 +227,66 @@ describe("parseDockerSize", () => {
 
     it("refuses what is not a size", () => {
         expect(() => parseDockerSize("ten gigs")).toThrow(/not a docker size/);
+    });
+});
+
+const IMAGE_A = `sha256:${"0123456789abcdef".repeat(4)}`;
+const IMAGE_B = `sha256:${"fedcba9876543210".repeat(4)}`;
+
+describe("the serving containers mount the cache of their image", () => {
+    const config = parseFleetConfig(sparkDuo);
+    const cache = planCache(config, "spark-duo");
+    const context = { config, stack: "spark-duo", containers: DEFAULT_CONTAINERS };
+    const head = rayContainerSpec(context, planned, 0, "r1");
+
+    it("keys the directory by the image id: <dir>/<stack>/image-<16 hex digits>", () => {
+        expect(cache).toEqual({ stackDir: "/var/cache/vllm-fleet/spark-duo", removeOnDestroy: false, image: config.image.name });
+        expect(cacheKey(IMAGE_A)).toBe("image-0123456789abcdef");
+        expect(cacheKey(IMAGE_B)).toBe("image-fedcba9876543210");
+        expect(() => cacheKey("not-an-id")).toThrow(/is not a sha256 image id/);
+    });
+
+    it("mounts it read-write at one path and points every library's cache into it", () => {
+        const spec = withCompileCache(head, cache, IMAGE_A);
+        expect(spec.mounts).toEqual([...head.mounts, { source: "/var/cache/vllm-fleet/spark-duo/image-0123456789abcdef", target: CONTAINER_CACHE_DIR, readOnly: false }]);
+        expect(spec.env).toEqual({ ...head.env, ...CACHE_ENV });
+        expect(CACHE_ENV).toEqual({
+            VLLM_CACHE_ROOT: "/vllm-fleet-cache/vllm",
+            TORCHINDUCTOR_CACHE_DIR: "/vllm-fleet-cache/inductor",
+            TRITON_CACHE_DIR: "/vllm-fleet-cache/triton",
+            FLASHINFER_WORKSPACE_BASE: "/vllm-fleet-cache/flashinfer",
+            CUDA_CACHE_PATH: "/vllm-fleet-cache/cuda",
+        });
+        // Nothing else of the container changes.
+        expect({ ...spec, env: head.env, mounts: head.mounts }).toEqual(head);
+    });
+
+    it("gives another image another directory, so a stale cache is never read", () => {
+        const a = withCompileCache(head, cache, IMAGE_A).mounts.at(-1)!.source;
+        const b = withCompileCache(head, cache, IMAGE_B).mounts.at(-1)!.source;
+        expect(a).not.toBe(b);
+        expect(path.posix.dirname(a)).toBe(path.posix.dirname(b));
+    });
+
+    it("is the same for the mp executor's ranks, and absent with cache.enabled false", () => {
+        const mp = parseFleetConfig({ ...sparkDuo, executor: "mp" });
+        const rank = mpRankSpec({ ...context, config: mp }, planned, 1, "r1");
+        expect(withCompileCache(rank, planCache(mp, "spark-duo"), IMAGE_A).env.VLLM_CACHE_ROOT).toBe("/vllm-fleet-cache/vllm");
+        const off = parseFleetConfig({ ...sparkDuo, cache: { enabled: false } });
+        expect(planCache(off, "spark-duo")).toBeUndefined();
+        expect(withCompileCache(head, planCache(off, "spark-duo"), IMAGE_A)).toBe(head);
+    });
+
+    it("refuses an unknown image id and a stack name that is no directory name", () => {
+        expect(() => withCompileCache(head, cache, undefined)).toThrow(/image id is unknown/);
+        expect(() => planCache(config, "..")).toThrow(/cannot name a directory under vllm-fleet:cache.dir/);
+    });
+
+    it.each([
+        ["docker run arguments", (spec: ContainerSpec) => specFromDockerRunArgs(toDockerRunArgs(spec))],
+        ["Docker provider inputs", (spec: ContainerSpec) => specFromDockerContainerInputs(toDockerContainerInputs(spec))],
+    ])("is expressed alike by %s", (_label, roundTrip) => {
+        const spec = withCompileCache(head, cache, IMAGE_A);
+        expect(roundTrip(spec)).toEqual(spec);
     });
 });

@@ -6,6 +6,7 @@ import { describe, expect, it } from "vitest";
 import { bashCommand, readScript, shQuote } from "../../components/shell";
 import { VLLM_LIFECYCLE } from "../../components/vllmService";
 import { RAY_CONTAINER, RAY_SERVE_ARGS_FILE, VLLM_CONTAINER, WATCHDOG_CONTAINER } from "../../infra/core/names";
+import { CACHE_ENV } from "../../infra/core/plan";
 import { runWithFakeDocker } from "./fakeDocker";
 import { MockRun, RecordedResource, runProgram, sparkProbeOutput, unsecret } from "./mocks";
 import { sparkDuo } from "./stacks";
@@ -85,9 +86,11 @@ function parentName(run: MockRun, resource: RecordedResource): string | undefine
 describe("the program's graph (mocks)", async () => {
     const run = await runProgram(duo, probe);
 
-    it("has one SparkNode per host, the serve-argument check on the first, a RayCluster and a VllmService", () => {
+    it("has one SparkNode per host with its CompileCache, the serve-argument check on the first, a RayCluster and a VllmService", () => {
         const components = run.resources.filter((resource) => resource.type.startsWith("vllm-fleet:")).map((r) => `${r.type} ${r.name}`);
         expect(components.sort()).toEqual([
+            "vllm-fleet:node:CompileCache spark1-compile-cache",
+            "vllm-fleet:node:CompileCache spark2-compile-cache",
             "vllm-fleet:node:SparkNode spark1",
             "vllm-fleet:node:SparkNode spark2",
             "vllm-fleet:ray:RayCluster ray",
@@ -111,6 +114,8 @@ describe("the program's graph (mocks)", async () => {
             "vllm-fabric-spark1": "vllm",
             "vllm-fabric-spark2": "vllm",
             "vllm-args-check": "vllm-args-check",
+            "spark1-compile-cache": "spark1-compile-cache",
+            "spark2-compile-cache": "spark2-compile-cache",
         });
         // The check was the first node's own child before it had a component: the same resource.
         expect(run.byName("vllm-args-check").aliases.join(" ")).toContain("SparkNode");
@@ -205,8 +210,10 @@ describe("the program's graph (mocks)", async () => {
                 RAY_AUTH_MODE: _mode,
                 RAY_AUTH_TOKEN: _token,
                 VLLM_ENGINE_READY_TIMEOUT_S: _engineWait,
-                ...pins
+                ...rest
             } = envOf(args);
+            // The compile caches' variables are no pins (compileCache.test.ts).
+            const pins = Object.fromEntries(Object.entries(rest).filter(([key]) => !(key in CACHE_ENV)));
             expect(pins).toEqual({
                 VLLM_HOST_IP: fabricIps[node],
                 NCCL_SOCKET_IFNAME: "enp1s0f1np1",
@@ -301,7 +308,7 @@ describe("the pulumi-command runner", async () => {
 
     it("uses remote.Command with a short dial limit and no previous output in the environment", () => {
         const commands = run.resources.filter((r) => r.type === "command:remote:Command");
-        expect(commands).toHaveLength(10);
+        expect(commands).toHaveLength(12);
         for (const resource of commands) {
             expect(resource.inputs.addPreviousOutputInEnv).toBe(false);
             expect(unsecret(resource.inputs.connection)).toMatchObject({ user: "aurora", port: 22, dialErrorLimit: 3, perDialTimeout: 20 });

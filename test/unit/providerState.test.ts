@@ -106,8 +106,8 @@ describe("remote.Command keeps what the program sends", async () => {
 
     it("runs short command lines; the programs travel on standard input", () => {
         // join waits, the gate, vllm serve, the check of its arguments, the fabric check per node,
-        // and a remove-first step per Docker container.
-        expect(commands.length).toBe(9);
+        // a remove-first step per Docker container, and the compile cache's step per node.
+        expect(commands.length).toBe(11);
         for (const resource of commands) {
             const inputs = unsecret(resource.inputs);
             expect(inputs.create).toBe(runFromStdin("create"));

@@ -367,3 +367,38 @@ describe("the stand-in's start says its phases in vLLM's words (v1/worker/gpu_mo
         }
     });
 });
+
+describe("the stand-in's compile step: slow without a warm compile cache", () => {
+    it.each(RELEASES)("%s: compiles and writes the entry under VLLM_CACHE_ROOT, then loads it at once", (release) => {
+        const root = fs.mkdtempSync(path.join(os.tmpdir(), "vllm-standin-compile-"));
+        const model = path.join(root, "model");
+        fs.mkdirSync(path.join(model, ".vllm-sim"), { recursive: true });
+        fs.writeFileSync(path.join(model, "config.json"), '{"architectures": ["Qwen3MoeForCausalLM"]}');
+        fs.writeFileSync(path.join(model, "model.safetensors"), "");
+        // The time comes from the model directory's file when the variable is not set.
+        fs.writeFileSync(path.join(model, ".vllm-sim", "compile-seconds"), "0.6\n");
+        const env = { VLLM_CACHE_ROOT: path.join(root, "cache") };
+        const code = `import time\nfrom vllm.v1.worker.gpu_worker import load_model\nstart = time.time()\nload_model(${JSON.stringify(model)}, 1)\nprint(round(time.time() - start, 2))`;
+        try {
+            const cold = python(release, code, env);
+            expect(cold.status).toBe(0);
+            expect(cold.stdout).toMatch(/\[backends\.py:643\] Using cache directory: .*\/cache\/torch_compile_cache\/[0-9a-f]{10}\/rank_1_0\/backbone for vLLM's torch\.compile/);
+            expect(cold.stdout).toMatch(/\[backends\.py:278\] Compiling a graph for compile range \(1, 2048\) takes 0\.[6-9]\d s/);
+            expect(cold.stdout).toMatch(/\[monitor\.py:34\] torch\.compile takes 0\.[6-9]\d s in total/);
+            expect(Number(cold.stdout.trim().split("\n").pop())).toBeGreaterThanOrEqual(0.6);
+
+            const warm = python(release, code, env);
+            expect(warm.status).toBe(0);
+            expect(warm.stdout).toContain("Directly load the compiled graph(s) for compile range (1, 2048) from the cache, took");
+            expect(warm.stdout).not.toContain("Compiling a graph");
+            expect(Number(warm.stdout.trim().split("\n").pop())).toBeLessThan(0.3);
+
+            // Another rank has an entry of its own; the variable wins over the file.
+            const other = python(release, code.replace(", 1)", ", 0)"), { ...env, VLLM_SIM_COMPILE_SECONDS: "0" });
+            expect(other.stdout).toMatch(/Compiling a graph for compile range \(1, 2048\) takes 0\.[0-2]\d s/);
+            expect(fs.readdirSync(path.join(root, "cache", "torch_compile_cache"))).toHaveLength(1);
+        } finally {
+            fs.rmSync(root, { recursive: true, force: true });
+        }
+    });
+});

@@ -24,6 +24,7 @@ export const CONFIG_KEYS = [
     "security",
     "hostChecks",
     "hostPrep",
+    "cache",
 ] as const;
 export type ConfigKey = (typeof CONFIG_KEYS)[number];
 

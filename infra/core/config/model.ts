@@ -12,12 +12,12 @@ export const ABSOLUTE_PATH = /^\/[^\0\n\r]*$/;
  * Directories of the operating system: a model path may not be one of them (it is mounted into every
  * serving container and, with `model.sync: rsync`, written to), nor lie inside a kernel file system.
  */
-const SYSTEM_DIRECTORIES = new Set([
+export const SYSTEM_DIRECTORIES: ReadonlySet<string> = new Set([
     "/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/root", "/run", "/sbin", "/sys", "/tmp", "/usr", "/var",
     "/usr/bin", "/usr/include", "/usr/lib", "/usr/lib64", "/usr/libexec", "/usr/local", "/usr/sbin", "/usr/share", "/usr/src",
     "/var/cache", "/var/lib", "/var/log", "/var/run", "/var/tmp",
 ]);
-const KERNEL_FILE_SYSTEMS = ["/proc/", "/sys/", "/dev/"];
+export const KERNEL_FILE_SYSTEMS = ["/proc/", "/sys/", "/dev/"];
 
 /** An absolute path without `.`, `..`, repeated or trailing slashes (`/` stays `/`). */
 export function normalizeAbsolutePath(value: string): string {

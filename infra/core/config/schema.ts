@@ -6,6 +6,7 @@
 import { z } from "zod";
 import { parseCidr } from "../net";
 import { hostChecksSchema, hostPrepSchema } from "./host";
+import { cacheSchema, cacheIssues } from "./cache";
 import { modelSchema } from "./model";
 import { managedFlagExpectation, managedVllmFlag } from "./vllmFlags";
 import { CrossKeyIssue, portIssues } from "./ports";
@@ -188,6 +189,7 @@ const rawObjectSchema = z.strictObject({
     security: securitySchema,
     hostChecks: hostChecksSchema,
     hostPrep: hostPrepSchema,
+    cache: cacheSchema,
 });
 type ParsedConfig = z.output<typeof rawObjectSchema>;
 
@@ -251,6 +253,7 @@ export const fleetConfigSchema = rawObjectSchema
         security: parsed.security,
         hostChecks: parsed.hostChecks,
         hostPrep: parsed.hostPrep,
+        cache: parsed.cache,
     }));
 
 /** The validated, defaulted configuration of a stack (the schema's output). Secrets are not part of it. */
@@ -292,6 +295,7 @@ function crossKeyIssues(parsed: ParsedConfig): CrossKeyIssue[] {
             expected: `TP×PP (${worldSize}) divisible by the number of nodes (${nodes.length}) with the mp executor, which runs the same number of ranks on every node`,
         });
     }
+    issues.push(...cacheIssues(parsed.cache, parsed.model.path));
     issues.push(...portIssues(parsed.vllm.port, parsed.vllm.masterPort, parsed.ray.port, nodes, parsed.executor));
     return issues;
 }

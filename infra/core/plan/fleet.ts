@@ -15,6 +15,7 @@ import { FitPlan, fitNodeFromFacts, kvCacheDtypeFromArgs, parseModelConfig, plan
 import { RAY_HEAD_VLLM_CONFIG_ROOT, RAY_SERVE_ARGS_FILE, RAY_SERVE_LOG, ServiceContainers, servingContainer } from "../names";
 import { Reconciliation } from "../reconcile";
 import { preflight } from "../preflight";
+import { CachePlan, planCache } from "./cache";
 import { ServiceContext, mpRankSpec, rayContainerSpec, watchdogSpec } from "./containers";
 import { FirewallPlan, planFirewalls } from "./firewall";
 import { HostPrepPlan, planHostPrep } from "./hostPrep";
@@ -112,6 +113,11 @@ export interface FleetPlan {
     readonly argsCheck: ArgsCheckPlan;
     readonly ray?: RayPlan;
     readonly vllm: VllmPlan;
+    /**
+     * The compile caches on every node (config `cache`): the serving containers' specs above lack
+     * them; the components add them once the image id is known (cache.ts withCompileCache).
+     */
+    readonly cache?: CachePlan;
 }
 
 /** What {@link planFleet} plans from. */
@@ -236,6 +242,7 @@ export function planFleet(input: PlanInput): FleetPlan {
             fabricChecks: nodes.map((node) => ({ node: node.name, container: serving, executor: config.executor, policy: transportPolicy(config, node), hint: transportHint(config, node) })),
             watchdog: config.supervision.watchdog ? watchdogSpec(context, { watchdog: input.watchdogScript, lifecycle: input.lifecycleScript }, reconciliation.watchdogRevision, head) : undefined,
         },
+        cache: planCache(config, stack),
     };
 }
 

@@ -10,3 +10,4 @@ export * from "./hostPrep";
 export * from "./network";
 export * from "./nodes";
 export * from "./serveArgs";
+export * from "./cache";

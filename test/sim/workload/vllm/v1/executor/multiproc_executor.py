@@ -29,7 +29,7 @@ def start_local_ranks(config, first_rank: int) -> list:
     check_local_gpus(config.local_world_size)
     my_ip = get_ip()
     reports = [init_device(first_rank + i, i, my_ip) for i in range(config.local_world_size)]
-    load_model(config.model)
+    load_model(config.model, first_rank)
     return reports
 
 

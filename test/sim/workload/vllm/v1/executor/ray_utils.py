@@ -82,7 +82,7 @@ class RayWorkerWrapper:
         from vllm.v1.worker.gpu_worker import load_model
 
         def run():
-            load_model(self.model)
+            load_model(self.model, self.rank)
             print(f"INFO {time.strftime('%m-%d %H:%M:%S')} [gpu_worker.py:104] rank {self.rank} ready on "
                   f"{self.report['ip']} (get_ip()={self.report['vllm_host_ip']}, "
                   f"CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')})", flush=True)

@@ -3,14 +3,16 @@
 # would: Gloo first (GLOO_SOCKET_IFNAME must name interfaces of this node, like torch's Gloo),
 # then the NCCL communicator (vllm/distributed/device_communicators/pynccl_wrapper.py: NCCL's
 # own NCCL_DEBUG lines on this process's stdout, its bootstrap failure for an
-# NCCL_SOCKET_IFNAME this node lacks). load_model finds the weights on this rank's node.
+# NCCL_SOCKET_IFNAME this node lacks). load_model finds the weights on this rank's node, then
+# runs the compile step (vllm/compilation/backends.py: slow without a warm compile cache).
 # The report says where the rank runs and what it was given.
 import os
 import socket
 
 from vllm.distributed.device_communicators.pynccl_wrapper import NcclError, comm_init_rank, iface_ipv4
 from vllm.utils.network_utils import get_ip
-from vllm.v1.engine.core import StartupError, check_weights
+from vllm.compilation.backends import compile_or_load
+from vllm.v1.engine.core import StartupError, check_weights, resolve_model
 
 RANK_ENV_VARS = (
     "VLLM_HOST_IP", "RAY_OVERRIDE_NODE_IP_ADDRESS", "RAY_NODE_IP_ADDRESS", "NCCL_SOCKET_IFNAME",
@@ -50,5 +52,7 @@ def init_device(rank: int, local_rank: int, node_ip: str) -> dict:
     }
 
 
-def load_model(model: str) -> list:
-    return check_weights(model)
+def load_model(model: str, rank: int = 0) -> list:
+    files = check_weights(model)
+    compile_or_load(resolve_model(model), rank)
+    return files

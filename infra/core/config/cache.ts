@@ -1,0 +1,83 @@
+/**
+ * The schema of `vllm-fleet:cache`: where each node keeps the compile caches of the serving
+ * containers (vLLM's torch.compile cache, Triton, TorchInductor, FlashInfer and CUDA JIT caches), so
+ * that a new container starts warm, and whether `pulumi destroy` removes them. Pure.
+ */
+import { z } from "zod";
+import { CrossKeyIssue } from "./ports";
+import { ABSOLUTE_PATH, KERNEL_FILE_SYSTEMS, SYSTEM_DIRECTORIES, normalizeAbsolutePath } from "./model";
+
+/** The default directory on every node (below it: `<stack>/<image key>`). */
+export const DEFAULT_CACHE_DIR = "/var/cache/vllm-fleet";
+
+const CACHE_DEFAULTS = { enabled: true, dir: DEFAULT_CACHE_DIR, removeOnDestroy: false };
+
+/** Why `value` (an absolute path) cannot be the cache directory, or undefined when it can. */
+function cacheDirProblem(value: string): string | undefined {
+    if (!ABSOLUTE_PATH.test(value)) {
+        return undefined; // the regex reports it
+    }
+    // Docker's bind mount (`--volume source:target`, the Docker provider's binds) splits at ':'.
+    if (value.includes(":") || value.includes(",")) {
+        return "a directory whose path has no ':' or ',' (Docker's mount syntax splits there)";
+    }
+    const normalized = normalizeAbsolutePath(value);
+    if (normalized === "/" || SYSTEM_DIRECTORIES.has(normalized)) {
+        return `a directory of its own, not ${normalized === "/" ? "the root directory" : `the system directory ${normalized}`} (it is written by the serving containers)`;
+    }
+    const kernel = KERNEL_FILE_SYSTEMS.find((prefix) => normalized.startsWith(prefix));
+    if (kernel) {
+        return `a directory on disk, not a path inside ${kernel.slice(0, -1)} (a kernel file system)`;
+    }
+    return undefined;
+}
+
+export const cacheSchema = z
+    .strictObject({
+        /** Mount a cache directory of the node into the serving containers (false: caches live and die with each container). */
+        enabled: z.boolean().default(CACHE_DEFAULTS.enabled),
+        /** The directory on every node; this stack's caches go to `<dir>/<stack>/<image key>`. */
+        dir: z
+            .string()
+            .regex(ABSOLUTE_PATH, "an absolute path on every node, such as /var/cache/vllm-fleet")
+            .superRefine((value, context) => {
+                const problem = cacheDirProblem(value);
+                if (problem) {
+                    context.addIssue({ code: "custom", message: problem });
+                }
+            })
+            .default(CACHE_DEFAULTS.dir),
+        /** `pulumi destroy` removes this stack's caches on every node (`<dir>/<stack>`); default: they stay. */
+        removeOnDestroy: z.boolean().default(CACHE_DEFAULTS.removeOnDestroy),
+    })
+    .transform((cache) => ({ ...cache, dir: normalizeAbsolutePath(cache.dir) }))
+    .default(CACHE_DEFAULTS);
+
+const within = (inner: string, outer: string) => inner === outer || inner.startsWith(outer === "/" ? "/" : `${outer}/`);
+
+/**
+ * The cache directory across `model.path`: neither inside the other (the model directory is mounted
+ * read-only and compared across nodes; removing the caches must never remove weights).
+ */
+export function cacheIssues(cache: { readonly enabled: boolean; readonly dir: string }, modelPath: string): CrossKeyIssue[] {
+    // A directory refused on its own (cacheDirProblem) is not compared.
+    if (!cache.enabled || !ABSOLUTE_PATH.test(cache.dir) || cacheDirProblem(cache.dir) || !ABSOLUTE_PATH.test(modelPath)) {
+        return [];
+    }
+    const dir = normalizeAbsolutePath(cache.dir);
+    const model = normalizeAbsolutePath(modelPath);
+    // A model path that is `/` or a system directory is refused on its own (model.ts).
+    if (model === "/" || SYSTEM_DIRECTORIES.has(model)) {
+        return [];
+    }
+    if (within(dir, model) || within(model, dir)) {
+        return [
+            {
+                path: ["cache", "dir"],
+                value: cache.dir,
+                expected: `a directory apart from vllm-fleet:model.path (${model}): neither inside the other`,
+            },
+        ];
+    }
+    return [];
+}
