@@ -9,21 +9,14 @@ import * as os from "os";
 import * as path from "path";
 import { describe, expect, it } from "vitest";
 import { bashCommand, scriptProgram } from "../../components/shell";
-import { ConfigError, parseFleetConfig } from "../../infra/core/config";
+import { parseFleetConfig } from "../../infra/core/config";
 import { CONTAINER_CACHE_DIR, cacheKey } from "../../infra/core/plan";
 import { FAKE_IMAGE_ID, runWithFakeDocker } from "./fakeDocker";
 import { MockRun, runProgram, sparkProbeOutput, unsecret } from "./mocks";
 import { sparkDuo } from "./stacks";
+import { configProblems } from "./configErrors";
 
-function configError(raw: Record<string, unknown>): string[] {
-    try {
-        parseFleetConfig(raw);
-    } catch (error) {
-        expect(error).toBeInstanceOf(ConfigError);
-        return (error as ConfigError).message.split("\n").slice(1);
-    }
-    throw new Error("expected a ConfigError");
-}
+const configError = configProblems;
 
 describe("vllm-fleet:cache", () => {
     it("is on by default, under /var/cache/vllm-fleet, and kept at destroy", () => {

@@ -9,11 +9,12 @@ import * as fs from "fs";
 import * as os from "os";
 import * as path from "path";
 import { describe, expect, it, vi } from "vitest";
-import { ConfigError, parseFleetConfig } from "../../infra/core/config";
+import { parseFleetConfig } from "../../infra/core/config";
 import { parseProbeOutput } from "../../infra/core/facts";
 import { HostCheckError, HostCheckNode, enforceHostChecks, hostChecks } from "../../infra/core/hostChecks";
 import { HEALTHY_MEMINFO, liveAfter, registeredBefore, runProgram, sparkProbeOutput } from "./mocks";
 import { sparkDuo } from "./stacks";
+import { configErrorOf } from "./configErrors";
 
 const fixture = (name: string) => fs.readFileSync(path.join(__dirname, "..", "fixtures", name), "utf8");
 
@@ -189,13 +190,7 @@ describe("the keys", () => {
 
     /** The message of the ConfigError `keys` get. */
     function errorOf(keys: Record<string, unknown>): string {
-        try {
-            withKeys(keys);
-        } catch (error) {
-            expect(error).toBeInstanceOf(ConfigError);
-            return (error as ConfigError).message;
-        }
-        throw new Error("expected a ConfigError");
+        return configErrorOf(keys, withKeys).message;
     }
 
     it("refuse a policy that is none of warn, refuse, off, naming the key", () => {

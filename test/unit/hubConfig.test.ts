@@ -6,21 +6,13 @@ import { describe, expect, it } from "vitest";
 import { ConfigError, SECRET_CONFIG_KEYS, hfTokenIssues, nearestKeys, parseFleetConfig, plainTextSecretIssues } from "../../infra/core/config";
 import { runProgram, sparkProbeOutput, unsecret } from "./mocks";
 import { sparkDuo } from "./stacks";
+import { configProblems } from "./configErrors";
 
 const duo = sparkDuo;
 const SHA = "0123456789abcdef0123456789abcdef01234567";
 const hubModel = (extra: Record<string, unknown> = {}) => ({ path: "/models/qwen", source: "hub", repo: "Qwen/Qwen3-8B", revision: SHA, ...extra });
 
-/** The problem lines of the ConfigError `raw` fails with. */
-function problemsOf(raw: Record<string, unknown>): string[] {
-    try {
-        parseFleetConfig(raw);
-    } catch (error) {
-        expect(error).toBeInstanceOf(ConfigError);
-        return (error as ConfigError).message.split("\n").slice(1);
-    }
-    throw new Error("expected a ConfigError");
-}
+const problemsOf = configProblems;
 
 describe("model.source", () => {
     it("is path by default: nothing is downloaded, the directory is taken as it is", () => {
