@@ -88,7 +88,13 @@ inside() { # NAME COMMAND...: runs COMMAND as in the container NAME
   export STANDIN_CONTAINER="$name" STANDIN_REAL_PATH="$PATH"
   export PATH="$D/inside:$PATH"
   if [ "$(id -u)" = 0 ] && command -v unshare >/dev/null; then
-    unshare --mount --propagation private sh -c 'mount -t tmpfs tmpfs /tmp && cd / && exec "$@"' _ "$@"
+    # The project may itself live under /tmp (a clone there): it stays visible under the new /tmp.
+    # shellcheck disable=SC2016 # expanded by the inner sh
+    unshare --mount --propagation private sh -c '
+      case "${STANDIN_PROJECT:-}" in /tmp/*) mount --bind /tmp /mnt || exit 70 ;; esac
+      mount -t tmpfs tmpfs /tmp || exit 70
+      case "${STANDIN_PROJECT:-}" in /tmp/*) mkdir -p "$STANDIN_PROJECT" && mount --bind "/mnt${STANDIN_PROJECT#/tmp}" "$STANDIN_PROJECT" || exit 70 ;; esac
+      cd / && exec "$@"' _ "$@"
   else
     (cd / && exec "$@")
   fi

@@ -13,6 +13,10 @@ import { spawnSync } from "child_process";
 import * as fs from "fs";
 import * as os from "os";
 import * as path from "path";
+import { findProjectRoot } from "../../infra/core/project";
+
+/** The project's root: kept visible inside a container's own /tmp (docker-stand-in.sh). */
+export const PROJECT_ROOT = findProjectRoot(__dirname);
 
 /** The image id every fake node has: what the stand-in `docker` and the mock probes (mocks.ts) report. */
 export const FAKE_IMAGE_ID = `sha256:${"a".repeat(64)}`;
@@ -153,7 +157,7 @@ export function runWithFakeDocker(commandLine: string, docker: StandInDocker = {
         }
         const result = spawnSync("sh", ["-c", commandLine], {
             cwd: dir,
-            env: { ...process.env, ...docker.env, PATH: `${bin}:${process.env.PATH}`, STANDIN_DIR: dir, STANDIN_IMAGE_ID: FAKE_IMAGE_ID },
+            env: { ...process.env, ...docker.env, PATH: `${bin}:${process.env.PATH}`, STANDIN_DIR: dir, STANDIN_IMAGE_ID: FAKE_IMAGE_ID, STANDIN_PROJECT: PROJECT_ROOT },
             encoding: "utf8",
             timeout: 60_000,
         });

@@ -13,6 +13,7 @@ import { AddressInfo } from "net";
 import * as os from "os";
 import * as path from "path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { PROJECT_ROOT } from "./fakeDocker";
 
 const SCRIPT = path.join(__dirname, "../../components/scripts/watchdog.py");
 const LIFECYCLE = fs.readFileSync(path.join(__dirname, "../../components/scripts/vllm-lifecycle.sh"), "utf8");
@@ -93,6 +94,16 @@ function streamFrame(stream: 1 | 2, text: string): Buffer {
  * PID 1 of the container's PID namespace: it reaps what the lifecycle leaves behind (a server it
  * started, in a session of its own, once stopped), as a container's init does.
  */
+/**
+ * The container's mounts, then its PID 1 ($2): its own /tmp ($1); the project ($3) stays visible
+ * should it live under /tmp itself (a clone there), held at /mnt meanwhile.
+ */
+const CONTAINER_MOUNTS = [
+    'case "$3" in /tmp/*) mount --bind /tmp /mnt || exit 70 ;; esac',
+    'mount --bind "$1" /tmp || exit 70',
+    'case "$3" in /tmp/*) mkdir -p "$3" && mount --bind "/mnt${3#/tmp}" "$3" || exit 70 ;; esac',
+    'exec python3 -c "$2"',
+].join("\n");
 const INIT = "import os, time\nwhile True:\n    try:\n        os.wait()\n    except ChildProcessError:\n        time.sleep(0.05)\n";
 
 /** A server started in the container, as the stand-in `vllm` recorded it. */
@@ -362,7 +373,7 @@ class FakeDocker {
             if (this.state.sigtermStops) {
                 fs.rmSync(path.join(this.root, "sigterm-ignored"));
             }
-            const unshare = (this.unshare = spawn("unshare", ["--pid", "--fork", "--mount-proc", "--kill-child", "sh", "-c", 'mount --bind "$1" /tmp && exec python3 -c "$2"', "container", path.join(this.root, "tmp"), INIT], {
+            const unshare = (this.unshare = spawn("unshare", ["--pid", "--fork", "--mount-proc", "--kill-child", "sh", "-c", CONTAINER_MOUNTS, "container", path.join(this.root, "tmp"), INIT, PROJECT_ROOT], {
                 stdio: "ignore",
             }));
             const children = `/proc/${unshare.pid}/task/${unshare.pid}/children`;
