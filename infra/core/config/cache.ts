@@ -5,7 +5,7 @@
  */
 import { z } from "zod";
 import { CrossKeyIssue } from "./ports";
-import { ABSOLUTE_PATH, KERNEL_FILE_SYSTEMS, SYSTEM_DIRECTORIES, normalizeAbsolutePath } from "./model";
+import { ABSOLUTE_PATH, normalizeAbsolutePath, reservedPlace } from "./model";
 
 /** The default directory on every node (below it: `<stack>/<image key>`). */
 export const DEFAULT_CACHE_DIR = "/var/cache/vllm-fleet";
@@ -14,22 +14,15 @@ const CACHE_DEFAULTS = { enabled: true, dir: DEFAULT_CACHE_DIR, removeOnDestroy:
 
 /** Why `value` (an absolute path) cannot be the cache directory, or undefined when it can. */
 function cacheDirProblem(value: string): string | undefined {
-    if (!ABSOLUTE_PATH.test(value)) {
-        return undefined; // the regex reports it
-    }
     // Docker's bind mount (`--volume source:target`, the Docker provider's binds) splits at ':'.
-    if (value.includes(":") || value.includes(",")) {
+    if (ABSOLUTE_PATH.test(value) && (value.includes(":") || value.includes(","))) {
         return "a directory whose path has no ':' or ',' (Docker's mount syntax splits there)";
     }
-    const normalized = normalizeAbsolutePath(value);
-    if (normalized === "/" || SYSTEM_DIRECTORIES.has(normalized)) {
-        return `a directory of its own, not ${normalized === "/" ? "the root directory" : `the system directory ${normalized}`} (it is written by the serving containers)`;
+    const place = reservedPlace(value);
+    if (!place) {
+        return undefined;
     }
-    const kernel = KERNEL_FILE_SYSTEMS.find((prefix) => normalized.startsWith(prefix));
-    if (kernel) {
-        return `a directory on disk, not a path inside ${kernel.slice(0, -1)} (a kernel file system)`;
-    }
-    return undefined;
+    return place.kind === "kernel" ? `a directory on disk, not ${place.text}` : `a directory of its own, not ${place.text} (it is written by the serving containers)`;
 }
 
 export const cacheSchema = z
@@ -66,8 +59,8 @@ export function cacheIssues(cache: { readonly enabled: boolean; readonly dir: st
     }
     const dir = normalizeAbsolutePath(cache.dir);
     const model = normalizeAbsolutePath(modelPath);
-    // A model path that is `/` or a system directory is refused on its own (model.ts).
-    if (model === "/" || SYSTEM_DIRECTORIES.has(model)) {
+    // A model path in a reserved place is refused on its own (model.ts).
+    if (reservedPlace(model)) {
         return [];
     }
     if (within(dir, model) || within(model, dir)) {

@@ -12,35 +12,43 @@ export const ABSOLUTE_PATH = /^\/[^\0\n\r]*$/;
  * Directories of the operating system: a model path may not be one of them (it is mounted into every
  * serving container and, with `model.sync: rsync`, written to), nor lie inside a kernel file system.
  */
-export const SYSTEM_DIRECTORIES: ReadonlySet<string> = new Set([
+const SYSTEM_DIRECTORIES = new Set([
     "/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/root", "/run", "/sbin", "/sys", "/tmp", "/usr", "/var",
     "/usr/bin", "/usr/include", "/usr/lib", "/usr/lib64", "/usr/libexec", "/usr/local", "/usr/sbin", "/usr/share", "/usr/src",
     "/var/cache", "/var/lib", "/var/log", "/var/run", "/var/tmp",
 ]);
-export const KERNEL_FILE_SYSTEMS = ["/proc/", "/sys/", "/dev/"];
+const KERNEL_FILE_SYSTEMS = ["/proc/", "/sys/", "/dev/"];
 
 /** An absolute path without `.`, `..`, repeated or trailing slashes (`/` stays `/`). */
 export function normalizeAbsolutePath(value: string): string {
     return path.posix.normalize(value).replace(/(.)\/+$/, "$1");
 }
 
-/** Why `value` (an absolute path) cannot be a model directory, or undefined when it can. */
-function modelPathProblem(value: string): string | undefined {
+/**
+ * Where an absolute path lies that no directory of the fleet on a node may be (the model's, the
+ * compile caches'): the root, a system directory, or inside a kernel file system, said as "the
+ * root directory", "the system directory /usr", "a path inside /proc (a kernel file system)";
+ * undefined elsewhere, and for a path that is not absolute (its regex reports that).
+ */
+export function reservedPlace(value: string): { readonly kind: "root" | "system" | "kernel"; readonly text: string } | undefined {
     if (!ABSOLUTE_PATH.test(value)) {
-        return undefined; // the regex reports it
+        return undefined;
     }
     const normalized = normalizeAbsolutePath(value);
     if (normalized === "/") {
-        return "a model directory, not the root directory";
+        return { kind: "root", text: "the root directory" };
     }
     if (SYSTEM_DIRECTORIES.has(normalized)) {
-        return `a model directory, not the system directory ${normalized}`;
+        return { kind: "system", text: `the system directory ${normalized}` };
     }
     const kernel = KERNEL_FILE_SYSTEMS.find((prefix) => normalized.startsWith(prefix));
-    if (kernel) {
-        return `a model directory, not a path inside ${kernel.slice(0, -1)} (a kernel file system)`;
-    }
-    return undefined;
+    return kernel ? { kind: "kernel", text: `a path inside ${kernel.slice(0, -1)} (a kernel file system)` } : undefined;
+}
+
+/** Why `value` (an absolute path) cannot be a model directory, or undefined when it can. */
+function modelPathProblem(value: string): string | undefined {
+    const place = reservedPlace(value);
+    return place && `a model directory, not ${place.text}`;
 }
 
 // A Hub repo id as huggingface_hub validates it (validate_repo_id), with the owner: owner/name.
