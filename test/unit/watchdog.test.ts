@@ -841,7 +841,9 @@ describe.each(["mp", "ray"] as const)("watchdog.py (%s): each state of the servi
         // It needs acting on: mp's completions fail, ray's `vllm serve` is gone.
         vllm.completions = "503";
         docker.state.serveRunning = false;
-        const watchdog = startWatchdog(executor, { WATCHDOG_STARTUP_GRACE: "0" });
+        // A backoff longer than the look below: the one action is not followed by a second meanwhile
+        // (at 0.2 s the next one came within the 300 ms on an idle machine).
+        const watchdog = startWatchdog(executor, { WATCHDOG_STARTUP_GRACE: "0", WATCHDOG_BACKOFF: "5" });
         await untilLine(watchdog, new RegExp(says), SLOW_MS);
         await sleep(300);
         if (state === "running") {
