@@ -21,8 +21,9 @@ export class FitError extends FleetError {
     /** Every problem found, one per line of the message. */
     readonly problems: readonly string[];
 
-    constructor(problems: readonly string[]) {
-        super(problems.length === 1 ? problems[0] : `the model does not fit:\n  - ${problems.join("\n  - ")}`);
+    /** `heading` leads the list when there are several problems. */
+    constructor(problems: readonly string[], heading = "the model does not fit") {
+        super(problems.length === 1 ? problems[0] : `${heading}:\n  - ${problems.join("\n  - ")}`);
         this.problems = problems;
     }
 }

@@ -27,7 +27,7 @@
  */
 import { NodeFacts } from "../facts";
 import { gpuShortageRemedy } from "../preflight";
-import { FitError, GIB, ModelConfig, RUNTIME_OVERHEAD_BYTES_PER_RANK, allowedTensorParallel, checkParallelism, kvCacheDtypeBytes, pipelineStageLayerCounts, sequenceCost } from "./model";
+import { FitError, GIB, ModelConfig, RUNTIME_OVERHEAD_BYTES_PER_RANK, SequenceCost, allowedTensorParallel, checkParallelism, kvCacheDtypeBytes, pipelineStageLayerCounts, sequenceCost } from "./model";
 
 /** A node as the planner sees it: its memory before `gpu-memory-utilization`, per GPU. */
 export interface FitNode {
@@ -137,10 +137,10 @@ function weightsRemedy(weightBytes: number, worldSize: number, neededBytes: numb
     return `expected at most ${formatGiB(usableBytes)} per rank: ${remedies.join(", or ")}`;
 }
 
-function checkRequest(request: FitRequest, maxModelLen: number | undefined): asserts maxModelLen is number {
+function checkRequest(request: Omit<FitRequest, "gpuMemoryUtilization">, gpuMemoryUtilization: number | undefined, maxModelLen: number | undefined): asserts maxModelLen is number {
     const problems: string[] = [];
-    if (!(request.gpuMemoryUtilization > 0 && request.gpuMemoryUtilization <= 1)) {
-        problems.push(`gpu-memory-utilization is ${request.gpuMemoryUtilization}, expected a fraction in (0, 1]: set vllm-fleet:vllm.gpuMemoryUtilization`);
+    if (gpuMemoryUtilization !== undefined && !(gpuMemoryUtilization > 0 && gpuMemoryUtilization <= 1)) {
+        problems.push(`gpu-memory-utilization is ${gpuMemoryUtilization}, expected a fraction in (0, 1]: set vllm-fleet:vllm.gpuMemoryUtilization`);
     }
     if (!(request.weightBytes > 0)) {
         problems.push(
@@ -180,14 +180,39 @@ function assignRanks(nodes: readonly FitNode[], worldSize: number, tensorParalle
     });
 }
 
+/** One node's part of a request: its ranks, and the least memory one rank there needs. */
+export interface NodeNeed {
+    readonly name: string;
+    readonly ranks: readonly number[];
+    readonly pipelineStages: readonly number[];
+    /** The per-sequence cost of the rank on this node whose stage costs most. */
+    readonly cost: SequenceCost;
+    /** One `max-model-len` sequence of that cost, fixed state included. */
+    readonly sequenceBytes: number;
+    /** Weights per rank + runtime overhead + {@link sequenceBytes}: the least a rank here can start with. */
+    readonly needBytes: number;
+}
+
+/** How a request places its ranks, and what each rank costs; see {@link planRanks}. */
+export interface RankPlan {
+    readonly maxModelLen: number;
+    readonly worldSize: number;
+    readonly kvDtypeBytes: number;
+    readonly overheadBytes: number;
+    readonly weightsBytes: number;
+    /** Per node of the request, in its order; undefined where the node holds no rank. */
+    readonly nodes: readonly (NodeNeed | undefined)[];
+}
+
 /**
- * Plans TP×PP of the model over the nodes, or throws {@link FitError} with every node that lacks
- * memory for its weights, or whose KV room cannot hold one `max-model-len` sequence.
+ * The checks of {@link planFit} (all but the utilization's when none is given) and, per node, the
+ * ranks it holds and the least memory one of them needs: weights per rank + runtime overhead + one
+ * `max-model-len` sequence of KV cache. Throws {@link FitError} as planFit does.
  */
-export function planFit(request: FitRequest): FitPlan {
-    const { model, tensorParallel, pipelineParallel, gpuMemoryUtilization } = request;
+export function planRanks(request: Omit<FitRequest, "gpuMemoryUtilization">, gpuMemoryUtilization?: number): RankPlan {
+    const { model, tensorParallel, pipelineParallel } = request;
     const maxModelLen = request.maxModelLen ?? model.maxPositionEmbeddings;
-    checkRequest(request, maxModelLen);
+    checkRequest(request, gpuMemoryUtilization, maxModelLen);
     checkParallelism(model, tensorParallel, pipelineParallel);
     const worldSize = tensorParallel * pipelineParallel;
     const ranksByNode = assignRanks(request.nodes, worldSize, tensorParallel, pipelineParallel);
@@ -200,13 +225,10 @@ export function planFit(request: FitRequest): FitPlan {
         const first = stageCounts.slice(0, stage).reduce((sum, layers) => sum + layers, 0);
         return sequenceCost(model, model.layerKinds.slice(first, first + count), tensorParallel, kvDtypeBytes, maxModelLen);
     });
-
-    const problems: string[] = [];
-    const nodes: NodeFit[] = [];
-    request.nodes.forEach((node, index) => {
+    const nodes = request.nodes.map((node, index): NodeNeed | undefined => {
         const ranks = ranksByNode[index];
         if (ranks.length === 0) {
-            return;
+            return undefined;
         }
         const pipelineStages = [...new Set(ranks.map((rank) => Math.floor(rank / tensorParallel)))];
         // The rank on this node whose stage costs most per sequence decides for the node.
@@ -217,6 +239,28 @@ export function planFit(request: FitRequest): FitPlan {
                     ? candidate
                     : worst,
             );
+        const sequenceBytes = cost.kvBytesPerToken * maxModelLen + cost.fixedBytesPerSequence;
+        return { name: node.name, ranks, pipelineStages, cost, sequenceBytes, needBytes: weightsBytes + overheadBytes + sequenceBytes };
+    });
+    return { maxModelLen, worldSize, kvDtypeBytes, overheadBytes, weightsBytes, nodes };
+}
+
+/**
+ * Plans TP×PP of the model over the nodes, or throws {@link FitError} with every node that lacks
+ * memory for its weights, or whose KV room cannot hold one `max-model-len` sequence.
+ */
+export function planFit(request: FitRequest): FitPlan {
+    const { tensorParallel, pipelineParallel, gpuMemoryUtilization } = request;
+    const { maxModelLen, worldSize, kvDtypeBytes, overheadBytes, weightsBytes, nodes: needs } = planRanks(request, gpuMemoryUtilization);
+
+    const problems: string[] = [];
+    const nodes: NodeFit[] = [];
+    request.nodes.forEach((node, index) => {
+        const need = needs[index];
+        if (need === undefined) {
+            return;
+        }
+        const { ranks, pipelineStages, cost, sequenceBytes } = need;
         const usableBytes = Math.floor(node.memoryBytes * gpuMemoryUtilization);
         const neededBytes = weightsBytes + overheadBytes;
         if (neededBytes > usableBytes) {
@@ -228,7 +272,6 @@ export function planFit(request: FitRequest): FitPlan {
             return;
         }
         const kvBytes = usableBytes - neededBytes;
-        const sequenceBytes = cost.kvBytesPerToken * maxModelLen + cost.fixedBytesPerSequence;
         if (sequenceBytes > kvBytes) {
             // The longest sequence the room holds, its fixed state included.
             const fits = cost.kvBytesPerToken > 0 ? Math.max(0, Math.floor((kvBytes - cost.fixedBytesPerSequence) / cost.kvBytesPerToken)) : 0;
@@ -276,7 +319,8 @@ export function planFit(request: FitRequest): FitPlan {
     };
 }
 
-function table(rows: readonly (readonly string[])[]): string {
+/** Rows as aligned text columns (the first row is the header). */
+export function textTable(rows: readonly (readonly string[])[]): string {
     const widths = rows[0].map((_, column) => Math.max(...rows.map((row) => row[column].length)));
     return rows.map((row) => row.map((cell, column) => cell.padEnd(widths[column])).join("  ").trimEnd()).join("\n");
 }
@@ -301,6 +345,6 @@ export function describeFitPlan(plan: FitPlan): string {
         ]),
     ];
     const sequences = plan.maxConcurrentSequences === 1 ? "sequence" : "sequences";
-    return `${header}\n${table(rows)}\nat most ${count(plan.maxConcurrentSequences)} concurrent ${sequences} of ${plan.maxModelLen} tokens`;
+    return `${header}\n${textTable(rows)}\nat most ${count(plan.maxConcurrentSequences)} concurrent ${sequences} of ${plan.maxModelLen} tokens`;
 }
 
