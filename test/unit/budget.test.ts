@@ -227,6 +227,19 @@ describe("planBudgets", () => {
         expect(Math.floor(SPARK_BYTES * 0.592)).toBeGreaterThanOrEqual(BIG_NEED);
     });
 
+    it("does not budget a service on a node where its request places no rank", () => {
+        // TP=1 over two nodes: the one rank is on spark1, spark2 holds none of its memory.
+        const plan = planBudgets(
+            [
+                { name: "big", nodes: ["spark1", "spark2"], request: big() },
+                { name: "small", nodes: ["spark1", "spark2"], request: { ...llama(32_768), nodes: NODES } },
+            ],
+            NODES,
+        );
+        expect(plan.utilization).toEqual({ big: 0.673, small: 0.226 });
+        expect(plan.nodes.map((node) => node.services.map((service) => service.name))).toEqual([["big", "small"], ["big"]]);
+    });
+
     it("refuses a utilization outside (0, 1] and a node the stack does not have, naming the service's keys", () => {
         const error = refusal([
             { name: "a", nodes: ["spark1"], utilization: 1.5 },
