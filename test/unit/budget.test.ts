@@ -206,6 +206,7 @@ describe("planBudgets", () => {
             { name: "embed", nodes: ["spark1"] },
         ]);
         expect(error.problems[0]).toContain("big needs 65.3 GiB (0.59), gets 49.9 GiB (0.45, automatic)");
+        expect(error.problems[0]).toContain("the automatic shares split 0.9 equally (a need is unknown)");
         expect(error.problems[0]).toContain("set vllm-fleet:services[big].vllm.gpuMemoryUtilization to at least 0.59 with the others' lowered to leave it room");
     });
 

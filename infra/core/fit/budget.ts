@@ -167,7 +167,7 @@ function nodeProblem(node: FitNode, placed: readonly Placed[], utilization: Read
     const budget = overGiven
         ? `the given utilizations sum to ${fraction(givenSum)}, more than the node's whole memory (${GIVEN_BUDGET})`
         : automatic > 0
-          ? `the automatic shares split ${fraction(Math.max(0, AUTOMATIC_BUDGET - givenSum))}${givenSum > 0 ? ` (${AUTOMATIC_BUDGET} less the given ${fraction(givenSum)})` : ""} in proportion to their needs (equally when one is unknown)`
+          ? `the automatic shares split ${fraction(Math.max(0, AUTOMATIC_BUDGET - givenSum))}${givenSum > 0 ? ` (${AUTOMATIC_BUDGET} less the given ${fraction(givenSum)})` : ""}${placed.some((entry) => entry.service.utilization === undefined && entry.needBytes === undefined) ? " equally (a need is unknown)" : " in proportion to their needs"}`
           : `the given utilizations sum to ${fraction(givenSum)}`;
     const remedies: string[] = [];
     if (overGiven) {
