@@ -49,10 +49,11 @@ export const cacheSchema = z
 const within = (inner: string, outer: string) => inner === outer || inner.startsWith(outer === "/" ? "/" : `${outer}/`);
 
 /**
- * The cache directory across `model.path`: neither inside the other (the model directory is mounted
- * read-only and compared across nodes; removing the caches must never remove weights).
+ * The cache directory across a model path (`model.path`, or a service's at `modelKey`): neither inside
+ * the other (the model directory is mounted read-only and compared across nodes; removing the caches
+ * must never remove weights).
  */
-export function cacheIssues(cache: { readonly enabled: boolean; readonly dir: string }, modelPath: string): CrossKeyIssue[] {
+export function cacheIssues(cache: { readonly enabled: boolean; readonly dir: string }, modelPath: string, modelKey = "model.path"): CrossKeyIssue[] {
     // A directory refused on its own (cacheDirProblem) is not compared.
     if (!cache.enabled || !ABSOLUTE_PATH.test(cache.dir) || cacheDirProblem(cache.dir) || !ABSOLUTE_PATH.test(modelPath)) {
         return [];
@@ -68,7 +69,7 @@ export function cacheIssues(cache: { readonly enabled: boolean; readonly dir: st
             {
                 path: ["cache", "dir"],
                 value: cache.dir,
-                expected: `a directory apart from vllm-fleet:model.path (${model}): neither inside the other`,
+                expected: `a directory apart from vllm-fleet:${modelKey} (${model}): neither inside the other`,
             },
         ];
     }

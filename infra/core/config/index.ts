@@ -1,11 +1,13 @@
 /**
  * The stack configuration of vllm-fleet: its keys (keys.ts), its schema and the configuration it
- * yields (schema.ts, model.ts, ports.ts), the vLLM flags it sets itself (vllmFlags.ts), problems in
- * words (issues.ts), the secrets' checks (secrets.ts), and the parse (parse.ts). Pure: nothing here
- * touches a host, so a stack whose config fails validation never registers a resource.
+ * yields (schema.ts, fields.ts, services.ts, model.ts, ports.ts), the vLLM flags it sets itself
+ * (vllmFlags.ts), problems in words (issues.ts), the secrets' checks (secrets.ts), and the parse
+ * (parse.ts). Pure: nothing here touches a host, so a stack whose config fails validation never
+ * registers a resource.
  */
 export { CONFIG_KEYS, CONFIG_NAMESPACE, ConfigKey, SECRET_CONFIG_KEYS, SecretConfigKey } from "./keys";
 export { FleetConfig, FleetNode } from "./schema";
+export { ONE_MODEL_KEYS, ServiceConfig, serviceConfig } from "./services";
 export { ConfigError, ConfigIssue, editDistance, nearestKeys, unknownKeyIssues } from "./issues";
 export { apiKeyIssues, hfTokenIssues, plainTextSecretIssues, privateKeyProblem, sshPrivateKeyIssues } from "./secrets";
 export { MANAGED_VLLM_FLAGS, ManagedFlagUse, managedVllmFlag } from "./vllmFlags";

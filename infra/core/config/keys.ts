@@ -10,6 +10,7 @@ export const CONFIG_KEYS = [
     "nodes",
     "ssh",
     "fabric",
+    "services",
     "image",
     "containerDriver",
     "commandRunner",

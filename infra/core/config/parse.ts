@@ -5,8 +5,20 @@
  * validation never registers a resource.
  */
 import { CONFIG_NAMESPACE, SECRET_CONFIG_KEYS } from "./keys";
-import { ConfigError, expectedFor, formatKey, nearestKeys, unknownKeyIssues, valueAt } from "./issues";
-import { API_KEY_NONE_EXPECTED, FleetConfig, fleetConfigSchema } from "./schema";
+import { ConfigError, ConfigIssue, expectedFor, formatKey, nearestKeys, unknownKeyIssues, valueAt } from "./issues";
+import { API_KEY_NONE_EXPECTED, FleetConfig, fleetConfigSchemaFor, mixedOneModelKeys } from "./schema";
+import { ONE_MODEL_KEYS } from "./services";
+
+/** The one issue of a stack that sets `services` and single-model keys (`mixed`). */
+function mixedFormsIssue(mixed: readonly string[]): ConfigIssue {
+    const named = mixed.map((key) => `${CONFIG_NAMESPACE}:${key}`).join(", ");
+    return {
+        key: `${CONFIG_NAMESPACE}:services`,
+        value: undefined,
+        found: `set together with ${named}`,
+        expected: `one form: the single-model keys (${mixed.join(", ")}) and services do not mix; move ${mixed.length === 1 ? "it" : "them"} into a service (each entry of services has its own ${ONE_MODEL_KEYS.join(", ")})`,
+    };
+}
 
 /**
  * Validates the raw config values (as read from `vllm-fleet:*` keys) and applies the defaults.
@@ -15,8 +27,14 @@ import { API_KEY_NONE_EXPECTED, FleetConfig, fleetConfigSchema } from "./schema"
  * ({@link SECRET_CONFIG_KEYS}) are not read here and are ignored when present.
  */
 export function parseFleetConfig(raw: Readonly<Record<string, unknown>>): FleetConfig {
-    const input = Object.fromEntries(Object.entries(raw).filter(([key]) => !(SECRET_CONFIG_KEYS as readonly string[]).includes(key)));
-    const result = fleetConfigSchema.safeParse(input);
+    const given = Object.fromEntries(Object.entries(raw).filter(([key]) => !(SECRET_CONFIG_KEYS as readonly string[]).includes(key)));
+    // With services, the single-model keys are one problem, said once; the rest is checked without them.
+    const mixed = mixedOneModelKeys(given);
+    const input = Object.fromEntries(Object.entries(given).filter(([key]) => !mixed.includes(key)));
+    const result = fleetConfigSchemaFor(input).safeParse(input);
+    if (mixed.length > 0 && result.success) {
+        throw new ConfigError([mixedFormsIssue(mixed)]);
+    }
     if (!result.success) {
         // A required key that is missing because it was misspelled is said once, by the unknown key.
         const missing = new Set(
@@ -33,8 +51,9 @@ export function parseFleetConfig(raw: Readonly<Record<string, unknown>>): FleetC
                 }
             }
         }
-        throw new ConfigError(
-            result.error.issues.flatMap((issue) => {
+        throw new ConfigError([
+            ...(mixed.length > 0 ? [mixedFormsIssue(mixed)] : []),
+            ...result.error.issues.flatMap((issue) => {
                 if (issue.code === "unrecognized_keys") {
                     return unknownKeyIssues(issue.keys, issue.path, missing);
                 }
@@ -50,7 +69,7 @@ export function parseFleetConfig(raw: Readonly<Record<string, unknown>>): FleetC
                 const judged = issue.code === "custom" && issue.params && "value" in issue.params;
                 return [{ key, value: judged ? issue.params?.value : valueAt(input, issue.path), expected: expectedFor(issue) }];
             }),
-        );
+        ]);
     }
     return result.data;
 }

@@ -26,7 +26,7 @@ const RAY_WORKER_PORTS = { min: 10002, max: 19999 };
  * range counts for a port bound after Ray's workers exist (vLLM's), not for Ray's GCS port, which is
  * bound first and which Ray's workers then avoid.
  */
-function rayTakes(port: number, boundAfterWorkers: boolean): string | undefined {
+export function rayTakes(port: number, boundAfterWorkers: boolean): string | undefined {
     if (port === RAY_CLIENT_SERVER_PORT) {
         return `Ray's client server port (${RAY_CLIENT_SERVER_PORT})`;
     }

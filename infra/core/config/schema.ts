@@ -6,19 +6,17 @@
 import { z } from "zod";
 import { parseCidr } from "../net";
 import { hostChecksSchema, hostPrepSchema } from "./host";
-import { cacheSchema, cacheIssues } from "./cache";
+import { cacheSchema } from "./cache";
 import { modelSchema } from "./model";
-import { managedFlagExpectation, managedVllmFlag } from "./vllmFlags";
-import { CrossKeyIssue, portIssues } from "./ports";
+import { CrossKeyIssue } from "./ports";
+import { FleetNode, NAME, executorSchema, imageSchema, parallelismSchema, raySchema, vllmSchema } from "./fields";
+import { ONE_MODEL_KEYS, ServiceConfig, ServiceInput, acrossServicesIssues, oneModelService, resolveService, serviceIssues, servicesSchema } from "./services";
 
-const NAME = /^[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?$/;
+export { API_KEY_NONE_EXPECTED } from "./fields";
+export { FleetNode } from "./fields";
 const POSIX_USER = /^[a-z_][a-z0-9_-]{0,31}$/;
 // A hostname (RFC 1123 labels) or an IPv4 address; IPv6 literals are accepted too.
 const HOST = /^(([a-zA-Z0-9]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?)(\.([a-zA-Z0-9]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?))*|[0-9a-fA-F:]+)$/;
-// An image reference: [registry[:port]/]repo[:tag][@digest]; no whitespace or shell syntax.
-const IMAGE_REF = /^[a-z0-9]+([._-][a-z0-9]+)*(:[0-9]+)?(\/[a-z0-9]+([._-][a-z0-9]+)*)*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[0-9a-f]{64})?$/;
-// A parser name as vLLM spells them (qwen3, qwen3_coder, deepseek_r1, ...).
-const PARSER = /^[A-Za-z0-9_.-]{1,64}$/;
 
 const nodeSchema = z.strictObject({
     name: z.string().regex(NAME, "a lowercase name of letters, digits and '-' (at most 32), e.g. spark1"),
@@ -52,69 +50,6 @@ const fabricSchema = z.strictObject({
      */
     socketTransport: z.enum(["auto", "refuse", "warn"]).default("auto"),
 });
-
-const imageSchema = z.strictObject({
-    name: z.string().regex(IMAGE_REF, "a Docker image reference such as nvcr.io/nvidia/vllm:25.11-py3"),
-    /**
-     * How the image gets onto the nodes: `present` (already there; preflight checks), `pull` (docker
-     * pull on every node), `copy` (docker save on the first node, docker load on the others over SSH,
-     * skipped where the id already matches).
-     */
-    source: z.enum(["present", "pull", "copy"]).default("present"),
-});
-
-const parallelismSchema = z
-    .strictObject({
-        tensor: z.number().int().min(1).max(64).optional(),
-        pipeline: z.number().int().min(1).max(64).default(1),
-    })
-    .default({ pipeline: 1 });
-
-/** What vllm.apiKey takes. */
-export const API_KEY_NONE_EXPECTED =
-    'none, to serve without a key (a key of your own is the secret vllm-fleet:vllmApiKey: pulumi config set --secret vllmApiKey "$(openssl rand -hex 16)"; without either the stack makes one)';
-
-const vllmSchema = z
-    .strictObject({
-        port: z.number().int().min(1).max(65535).default(8000),
-        /** Where the API listens on the first node: `all` its addresses, or only its `fabric` address. */
-        host: z.enum(["all", "fabric"]).default("all"),
-        gpuMemoryUtilization: z
-            .number()
-            .gt(0, "a fraction in (0, 1], e.g. 0.9")
-            .max(1, "a fraction in (0, 1], e.g. 0.9")
-            .default(0.9),
-        maxModelLen: z.number().int().min(16).max(10_000_000).optional(),
-        reasoningParser: z.string().regex(PARSER, "a vLLM reasoning parser name such as qwen3").optional(),
-        toolCallParser: z.string().regex(PARSER, "a vLLM tool-call parser name such as qwen3_coder").optional(),
-        enableAutoToolChoice: z.boolean().default(false),
-        trustRemoteCode: z.boolean().default(false),
-        extraArgs: z
-            .array(z.string().regex(/^[^\0\n\r]*$/, "one argument without newlines"))
-            .superRefine((args, context) => {
-                args.forEach((arg, index) => {
-                    const managed = managedVllmFlag(arg);
-                    if (managed) {
-                        context.addIssue({ code: "custom", path: [index], message: managedFlagExpectation(managed) });
-                    }
-                });
-            })
-            .default([]),
-        /** Rendezvous port of rank 0 with the `mp` executor (vLLM's --master-port). */
-        masterPort: z.number().int().min(1).max(65535).default(29501),
-        /**
-         * `none` serves the API without a key. Otherwise the key is the secret vllm-fleet:vllmApiKey,
-         * or, when that is not set, one the stack makes and keeps (the stack output `apiKey`).
-         */
-        apiKey: z.literal("none").optional(),
-    })
-    .default({ port: 8000, host: "all", gpuMemoryUtilization: 0.9, enableAutoToolChoice: false, trustRemoteCode: false, extraArgs: [], masterPort: 29501 });
-
-const raySchema = z
-    .strictObject({
-        port: z.number().int().min(1).max(65535).default(6379),
-    })
-    .default({ port: 6379 });
 
 const containerSchema = z
     .strictObject({
@@ -171,14 +106,16 @@ const securitySchema = z
     })
     .default(SECURITY_DEFAULTS);
 
-const rawObjectSchema = z.strictObject({
+/** The keys of the stack; `image` and `model` are required in the single-model form only. */
+const stackShape = {
     nodes: z.array(nodeSchema).min(1, "at least one node").max(16, "at most 16 nodes"),
     ssh: sshSchema,
     fabric: fabricSchema,
+    services: servicesSchema.optional(),
     image: imageSchema,
     containerDriver: z.enum(["docker", "ssh"]).default("docker"),
     commandRunner: z.enum(["pulumi-command", "builtin"]).default("pulumi-command"),
-    executor: z.enum(["ray", "mp"]).default("ray"),
+    executor: executorSchema,
     model: modelSchema,
     parallelism: parallelismSchema,
     vllm: vllmSchema,
@@ -190,17 +127,12 @@ const rawObjectSchema = z.strictObject({
     hostChecks: hostChecksSchema,
     hostPrep: hostPrepSchema,
     cache: cacheSchema,
-});
-type ParsedConfig = z.output<typeof rawObjectSchema>;
-
-/** One host of the fleet, with the SSH settings resolved. */
-export interface FleetNode {
-    readonly name: string;
-    readonly host: string;
-    readonly user: string;
-    readonly port: number;
-    readonly hostKey?: string;
-}
+};
+/** The single-model form: today's keys, `image` and `model` required (every key the program reads is here). */
+const oneModelObjectSchema = z.strictObject(stackShape);
+/** The services form: `services` required; the single-model keys are refused before (parse.ts), never read. */
+const servicesObjectSchema = z.strictObject({ ...stackShape, services: servicesSchema, image: imageSchema.optional(), model: modelSchema.optional() });
+type ParsedConfig = z.output<typeof servicesObjectSchema> | z.output<typeof oneModelObjectSchema>;
 
 /** Every node with its SSH user and port resolved (user "" when neither the node nor `ssh` names one). */
 function resolveNodes(parsed: ParsedConfig): readonly FleetNode[] {
@@ -213,40 +145,32 @@ function resolveNodes(parsed: ParsedConfig): readonly FleetNode[] {
     }));
 }
 
-/** TP and PP; by default tensor parallelism spans every node (one GPU per DGX Spark). */
-function resolveParallelism(parsed: ParsedConfig): { readonly tensor: number; readonly pipeline: number } {
-    const tensor = parsed.parallelism.tensor ?? Math.max(1, Math.floor(parsed.nodes.length / parsed.parallelism.pipeline));
-    return { tensor, pipeline: parsed.parallelism.pipeline };
+/** The services as written: the entries of `services`, or the single-model form's keys as the service `vllm`. */
+function serviceInputs(parsed: ParsedConfig): readonly ServiceInput[] {
+    return parsed.services ?? [oneModelService({ ...parsed, image: parsed.image!, model: parsed.model! })];
 }
 
-/**
- * The schema of a stack's configuration: the keys as the user writes them, with the checks across
- * keys, and the configuration the program works with as its output (SSH users and ports resolved
- * per node, the parallelism defaulted from the nodes, the fabric subnet parsed once). The checks
- * across keys run on the defaulted values even when some field broke a rule (a pattern, a bound),
- * so that one run reports them together; not when a value has the wrong type or a required one is
- * missing.
- */
-export const fleetConfigSchema = rawObjectSchema
-    .superRefine((parsed, context) => {
-        for (const issue of crossKeyIssues(parsed)) {
-            context.addIssue({ code: "custom", path: [...issue.path], message: issue.expected, params: { value: issue.value } });
-        }
-    })
-    .transform((parsed) => ({
-        nodes: resolveNodes(parsed),
+/** The configuration the program works with: nodes and services resolved, the subnet parsed. */
+function resolveConfig(parsed: ParsedConfig) {
+    const nodes = resolveNodes(parsed);
+    const oneModel = parsed.services === undefined;
+    const services: readonly ServiceConfig[] = serviceInputs(parsed).map((service) => resolveService(service, nodes, oneModel));
+    // The single-model keys: the service's own, or, with `services`, the first service's.
+    const first = services[0];
+    return {
+        nodes,
         /** A private key file to read when the secret vllm-fleet:sshPrivateKey is not set. */
         sshPrivateKeyPath: parsed.ssh.privateKeyPath,
         /** `cidr`: the subnet, parsed (it passed the schema's check). */
         fabric: { ...parsed.fabric, cidr: parseCidr(parsed.fabric.subnet)! },
-        image: parsed.image,
+        image: first.image,
         containerDriver: parsed.containerDriver,
         commandRunner: parsed.commandRunner,
-        executor: parsed.executor,
-        model: parsed.model,
-        parallelism: resolveParallelism(parsed),
-        vllm: parsed.vllm,
-        ray: parsed.ray,
+        executor: first.executor,
+        model: first.model,
+        parallelism: first.parallelism,
+        vllm: oneModel ? parsed.vllm : ({ ...first.vllm, gpuMemoryUtilization: first.vllm.gpuMemoryUtilization ?? parsed.vllm.gpuMemoryUtilization } as z.output<typeof vllmSchema>),
+        ray: first.ray,
         container: parsed.container,
         timeouts: parsed.timeouts,
         supervision: parsed.supervision,
@@ -254,13 +178,48 @@ export const fleetConfigSchema = rawObjectSchema
         hostChecks: parsed.hostChecks,
         hostPrep: parsed.hostPrep,
         cache: parsed.cache,
-    }));
+        /** The models the stack serves (at least one; the single-model form: `vllm` on every node). */
+        services,
+    };
+}
+
+/**
+ * The schema of a stack's configuration in one form: the keys as the user writes them, with the
+ * checks across keys, and the configuration the program works with as its output (SSH users and
+ * ports resolved per node, the services and their parallelism resolved over their nodes, the fabric
+ * subnet parsed once). The checks across keys run on the defaulted values even when some field
+ * broke a rule (a pattern, a bound), so that one run reports them together; not when a value has
+ * the wrong type or a required one is missing.
+ */
+function formSchema<T extends typeof oneModelObjectSchema | typeof servicesObjectSchema>(object: T) {
+    return object
+        .superRefine((parsed, context) => {
+            for (const issue of crossKeyIssues(parsed as ParsedConfig)) {
+                context.addIssue({ code: "custom", path: [...issue.path], message: issue.expected, params: { value: issue.value } });
+            }
+        })
+        .transform((parsed) => resolveConfig(parsed as ParsedConfig));
+}
+
+/** The single-model form's schema; it names every key the program reads (what the unknown-key hints walk). */
+export const fleetConfigSchema = formSchema(oneModelObjectSchema);
+/** The services form's schema. */
+export const servicesFleetConfigSchema = formSchema(servicesObjectSchema);
+
+/** The schema for the raw values `input`: the services form when `services` is set. */
+export function fleetConfigSchemaFor(input: Readonly<Record<string, unknown>>): typeof fleetConfigSchema | typeof servicesFleetConfigSchema {
+    return input.services === undefined ? fleetConfigSchema : servicesFleetConfigSchema;
+}
+
+/** The single-model keys set in `input` together with `services` (none: the forms do not mix). */
+export function mixedOneModelKeys(input: Readonly<Record<string, unknown>>): string[] {
+    return input.services === undefined ? [] : ONE_MODEL_KEYS.filter((key) => input[key] !== undefined);
+}
 
 /** The validated, defaulted configuration of a stack (the schema's output). Secrets are not part of it. */
-export type FleetConfig = z.output<typeof fleetConfigSchema>;
+export type FleetConfig = ReturnType<typeof resolveConfig>;
 
-
-/** The problems no single key shows: users, duplicates, parsers, the mp layout, ports. */
+/** The problems no single key shows: users, duplicates, and each service's (parsers, the mp layout, ports). */
 function crossKeyIssues(parsed: ParsedConfig): CrossKeyIssue[] {
     const issues: CrossKeyIssue[] = [];
     const nodes = resolveNodes(parsed);
@@ -279,23 +238,15 @@ function crossKeyIssues(parsed: ParsedConfig): CrossKeyIssue[] {
             seen.set(node[field], index);
         });
     }
-    if (parsed.vllm.enableAutoToolChoice && !parsed.vllm.toolCallParser) {
-        issues.push({
-            path: ["vllm", "toolCallParser"],
-            value: undefined,
-            expected: "a tool-call parser when vllm.enableAutoToolChoice is true (vLLM refuses one without the other)",
-        });
+    if (parsed.services === undefined) {
+        issues.push(...serviceIssues(serviceInputs(parsed)[0], nodes, parsed.cache, []));
+        return issues;
     }
-    const parallelism = resolveParallelism(parsed);
-    const worldSize = parallelism.tensor * parallelism.pipeline;
-    if (parsed.executor === "mp" && nodes.length > 0 && worldSize % nodes.length !== 0) {
-        issues.push({
-            path: ["parallelism"],
-            value: parallelism,
-            expected: `TP×PP (${worldSize}) divisible by the number of nodes (${nodes.length}) with the mp executor, which runs the same number of ranks on every node`,
-        });
-    }
-    issues.push(...cacheIssues(parsed.cache, parsed.model.path));
-    issues.push(...portIssues(parsed.vllm.port, parsed.vllm.masterPort, parsed.ray.port, nodes, parsed.executor));
+    const known = new Set(nodes.map((node) => node.name));
+    parsed.services.forEach((service, index) => {
+        const own = service.nodes === undefined ? nodes : nodes.filter((node) => service.nodes!.includes(node.name) && known.has(node.name));
+        issues.push(...serviceIssues(service, own, parsed.cache, ["services", index]));
+    });
+    issues.push(...acrossServicesIssues(parsed.services, nodes));
     return issues;
 }
