@@ -78,22 +78,22 @@ function hubEndpointProblem(value: string): string | undefined {
  * `source: hub` (the revision a commit, so every `up` gets the same bytes), none of the Hub keys
  * without it. Pure.
  */
-function hubIssues(model: { source: "path" | "hub"; repo?: string; revision?: string; hubEndpoint?: string }): { key: string; value: unknown; expected: string }[] {
+function hubIssues(model: { source: "path" | "hub"; repo?: string; revision?: string; hubEndpoint?: string }, where: string): { key: string; value: unknown; expected: string }[] {
     const issues: { key: string; value: unknown; expected: string }[] = [];
     if (model.source !== "hub") {
         for (const key of ["repo", "revision", "hubEndpoint"] as const) {
             if (model[key] !== undefined) {
-                issues.push({ key, value: model[key], expected: `no value: vllm-fleet:model.${key} is read only with vllm-fleet:model.source hub` });
+                issues.push({ key, value: model[key], expected: `no value: ${where}.${key} is read only with ${where}.source hub` });
             }
         }
         return issues;
     }
     if (model.repo === undefined) {
-        issues.push({ key: "repo", value: undefined, expected: "a Hugging Face repo id such as Qwen/Qwen3-8B (owner/name) with vllm-fleet:model.source hub" });
+        issues.push({ key: "repo", value: undefined, expected: `a Hugging Face repo id such as Qwen/Qwen3-8B (owner/name) with ${where}.source hub` });
     }
     const find = `the commit of a branch: curl -s ${(model.hubEndpoint ?? "https://huggingface.co").replace(/\/+$/, "")}/api/models/${model.repo ?? "<owner>/<name>"}/revision/main | jq -r .sha`;
     if (model.revision === undefined) {
-        issues.push({ key: "revision", value: undefined, expected: `a commit of the repo (40 hex digits) with vllm-fleet:model.source hub, so every up gets the same files; ${find}` });
+        issues.push({ key: "revision", value: undefined, expected: `a commit of the repo (40 hex digits) with ${where}.source hub, so every up gets the same files; ${find}` });
     } else if (!HUB_COMMIT.test(model.revision)) {
         const expected = /^[0-9A-Fa-f]{40}$/.test(model.revision)
             ? "a commit in lowercase hex (huggingface_hub takes another spelling for a branch name)"
@@ -103,54 +103,63 @@ function hubIssues(model: { source: "path" | "hub"; repo?: string; revision?: st
     return issues;
 }
 
-export const modelSchema = z
-    .strictObject({
-        path: z
-            .string()
-            .regex(ABSOLUTE_PATH, "an absolute path to the model directory on every node")
-            .superRefine((value, context) => {
-                const problem = modelPathProblem(value);
-                if (problem) {
-                    context.addIssue({ code: "custom", message: `${problem} (it is mounted into every serving container)` });
-                }
-            }),
-        servedName: z.string().min(1).max(256).optional(),
-        /**
-         * `rsync`: copy the first node's model directory to the others over the fabric. Default:
-         * `none`, and `rsync` with `source: hub` (the download is on the first node only).
-         */
-        sync: z.enum(["none", "rsync"]).optional(),
-        /** `path`: the directory is there already; `hub`: downloaded into it from the Hugging Face Hub. */
-        source: z.enum(["path", "hub"]).default("path"),
-        /** The Hub repo id (`owner/name`), with `source: hub`. */
-        repo: z
-            .string()
-            .regex(HUB_REPO, "a Hugging Face repo id such as Qwen/Qwen3-8B (owner/name: letters, digits, '-', '_', '.')")
-            .refine((value) => !/--|\.\.|\.git$/.test(value), "a Hugging Face repo id without '--' or '..' and not ending in .git")
-            .optional(),
-        /** The commit of the repo to download (40 hex digits), with `source: hub`. */
-        revision: z.string().optional(),
-        /** The Hub's address (HF_ENDPOINT): a mirror or a Hub of your own; default https://huggingface.co. */
-        hubEndpoint: z
-            .string()
-            .refine((value) => hubEndpointProblem(value) === undefined, "an http(s) URL such as https://huggingface.co (no query, no credentials)")
-            .optional(),
-    })
-    .superRefine((model, context) => {
-        for (const issue of hubIssues(model)) {
-            context.addIssue({ code: "custom", path: [issue.key], message: issue.expected, params: { value: issue.value } });
-        }
-    })
-    .transform((model) => {
-        const modelPath = normalizeAbsolutePath(model.path);
-        const hub =
-            model.source === "hub" && model.repo !== undefined && model.revision !== undefined
-                ? { repo: model.repo, revision: model.revision, ...(model.hubEndpoint ? { endpoint: model.hubEndpoint.replace(/\/+$/, "") } : {}) }
-                : undefined;
-        return {
-            path: modelPath,
-            servedName: model.servedName ?? hub?.repo ?? path.posix.basename(modelPath),
-            sync: model.sync ?? (hub ? "rsync" : "none"),
-            ...(hub ? { hub } : {}),
-        };
-    });
+/**
+ * The schema of a model: the top-level `vllm-fleet:model`, or a service's (`where`: how the messages
+ * name it, `model` below `vllm-fleet:services[i]`).
+ */
+export function modelSchemaAt(where: string) {
+    return z
+        .strictObject({
+            path: z
+                .string()
+                .regex(ABSOLUTE_PATH, "an absolute path to the model directory on every node")
+                .superRefine((value, context) => {
+                    const problem = modelPathProblem(value);
+                    if (problem) {
+                        context.addIssue({ code: "custom", message: `${problem} (it is mounted into every serving container)` });
+                    }
+                }),
+            servedName: z.string().min(1).max(256).optional(),
+            /**
+             * `rsync`: copy the first node's model directory to the others over the fabric. Default:
+             * `none`, and `rsync` with `source: hub` (the download is on the first node only).
+             */
+            sync: z.enum(["none", "rsync"]).optional(),
+            /** `path`: the directory is there already; `hub`: downloaded into it from the Hugging Face Hub. */
+            source: z.enum(["path", "hub"]).default("path"),
+            /** The Hub repo id (`owner/name`), with `source: hub`. */
+            repo: z
+                .string()
+                .regex(HUB_REPO, "a Hugging Face repo id such as Qwen/Qwen3-8B (owner/name: letters, digits, '-', '_', '.')")
+                .refine((value) => !/--|\.\.|\.git$/.test(value), "a Hugging Face repo id without '--' or '..' and not ending in .git")
+                .optional(),
+            /** The commit of the repo to download (40 hex digits), with `source: hub`. */
+            revision: z.string().optional(),
+            /** The Hub's address (HF_ENDPOINT): a mirror or a Hub of your own; default https://huggingface.co. */
+            hubEndpoint: z
+                .string()
+                .refine((value) => hubEndpointProblem(value) === undefined, "an http(s) URL such as https://huggingface.co (no query, no credentials)")
+                .optional(),
+        })
+        .superRefine((model, context) => {
+            for (const issue of hubIssues(model, where)) {
+                context.addIssue({ code: "custom", path: [issue.key], message: issue.expected, params: { value: issue.value } });
+            }
+        })
+        .transform((model) => {
+            const modelPath = normalizeAbsolutePath(model.path);
+            const hub =
+                model.source === "hub" && model.repo !== undefined && model.revision !== undefined
+                    ? { repo: model.repo, revision: model.revision, ...(model.hubEndpoint ? { endpoint: model.hubEndpoint.replace(/\/+$/, "") } : {}) }
+                    : undefined;
+            return {
+                path: modelPath,
+                servedName: model.servedName ?? hub?.repo ?? path.posix.basename(modelPath),
+                sync: model.sync ?? (hub ? "rsync" : "none"),
+                ...(hub ? { hub } : {}),
+            };
+        });
+}
+
+/** The top-level `vllm-fleet:model`. */
+export const modelSchema = modelSchemaAt("vllm-fleet:model");

@@ -9,7 +9,7 @@ import { z } from "zod";
 import { DEFAULT_SERVICE } from "../names";
 import { cacheIssues } from "./cache";
 import { DEFAULT_GPU_MEMORY_UTILIZATION, FleetNode, NAME, executorSchema, imageSchema, parallelismSchema, raySchema, serviceVllmSchema, vllmSchema } from "./fields";
-import { modelSchema } from "./model";
+import { modelSchema, modelSchemaAt } from "./model";
 import { CrossKeyIssue, portIssues, rayTakes } from "./ports";
 import type { FleetConfig } from "./schema";
 
@@ -22,7 +22,8 @@ export const serviceSchema = z.strictObject({
     nodes: z.array(z.string()).min(1, "at least one node name (leave nodes out for every node)").optional(),
     image: imageSchema,
     executor: executorSchema,
-    model: modelSchema,
+    /** Its Hub messages say "the service's model.source" (the issue's key names the service). */
+    model: modelSchemaAt("the service's model"),
     parallelism: parallelismSchema,
     vllm: serviceVllmSchema,
     ray: raySchema,
