@@ -6,8 +6,8 @@
  * registers a resource.
  */
 export { CONFIG_KEYS, CONFIG_NAMESPACE, ConfigKey, SECRET_CONFIG_KEYS, SecretConfigKey } from "./keys";
-export { FleetConfig, FleetNode } from "./schema";
-export { ONE_MODEL_KEYS, ServiceConfig, serviceConfig } from "./services";
+export { FleetConfig, FleetNode, serviceConfig } from "./schema";
+export { ONE_MODEL_KEYS, ServiceConfig } from "./services";
 export { ConfigError, ConfigIssue, editDistance, nearestKeys, unknownKeyIssues } from "./issues";
 export { apiKeyIssues, hfTokenIssues, plainTextSecretIssues, privateKeyProblem, sshPrivateKeyIssues } from "./secrets";
 export { MANAGED_VLLM_FLAGS, ManagedFlagUse, managedVllmFlag } from "./vllmFlags";

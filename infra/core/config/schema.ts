@@ -9,8 +9,8 @@ import { hostChecksSchema, hostPrepSchema } from "./host";
 import { cacheSchema } from "./cache";
 import { modelSchema } from "./model";
 import { CrossKeyIssue } from "./ports";
-import { FleetNode, NAME, executorSchema, imageSchema, parallelismSchema, raySchema, vllmSchema } from "./fields";
-import { ONE_MODEL_KEYS, ServiceConfig, ServiceInput, acrossServicesIssues, oneModelService, resolveService, serviceIssues, servicesSchema } from "./services";
+import { DEFAULT_GPU_MEMORY_UTILIZATION, FleetNode, NAME, executorSchema, imageSchema, parallelismSchema, raySchema, vllmSchema } from "./fields";
+import { ONE_MODEL_KEYS, ServiceConfig, ServiceInput, VllmConfig, acrossServicesIssues, oneModelService, resolveService, serviceIssues, servicesSchema } from "./services";
 
 export { API_KEY_NONE_EXPECTED } from "./fields";
 export { FleetNode } from "./fields";
@@ -218,6 +218,30 @@ export function mixedOneModelKeys(input: Readonly<Record<string, unknown>>): str
 
 /** The validated, defaulted configuration of a stack (the schema's output). Secrets are not part of it. */
 export type FleetConfig = ReturnType<typeof resolveConfig>;
+
+/**
+ * The stack's config as `service` sees it: its nodes, image, executor, model, parallelism, vLLM
+ * and Ray settings, `services` only it. `utilization`: the memory share when the service leaves it
+ * to the planner (default 0.9).
+ */
+export function serviceConfig(config: FleetConfig, service: ServiceConfig, utilization?: number): FleetConfig {
+    const vllm: VllmConfig = {
+        ...service.vllm,
+        gpuMemoryUtilization: service.vllm.gpuMemoryUtilization ?? utilization ?? DEFAULT_GPU_MEMORY_UTILIZATION,
+        ...(config.vllm.apiKey !== undefined ? { apiKey: config.vllm.apiKey } : {}),
+    };
+    return {
+        ...config,
+        nodes: service.nodes,
+        image: service.image,
+        executor: service.executor,
+        model: service.model,
+        parallelism: service.parallelism,
+        vllm,
+        ray: service.ray,
+        services: [service],
+    };
+}
 
 /** The problems no single key shows: users, duplicates, and each service's (parsers, the mp layout, ports). */
 function crossKeyIssues(parsed: ParsedConfig): CrossKeyIssue[] {

@@ -2,8 +2,8 @@
  * `vllm-fleet:services`: the models a stack serves, each on some of its nodes with its own image,
  * executor, parallelism, vLLM and Ray settings; the single-model form (the top-level keys) is one
  * service named `vllm` on every node. The schema of an entry, the services resolved over the stack's
- * nodes, the checks of one service and across services, and the stack's config as one service sees
- * it. Pure.
+ * nodes, and the checks of one service and across services (the stack's config as one service
+ * sees it: serviceConfig in schema.ts). Pure.
  */
 import { z } from "zod";
 import { DEFAULT_SERVICE } from "../names";
@@ -11,7 +11,6 @@ import { cacheIssues } from "./cache";
 import { DEFAULT_GPU_MEMORY_UTILIZATION, FleetNode, NAME, executorSchema, imageSchema, parallelismSchema, raySchema, serviceVllmSchema, vllmSchema } from "./fields";
 import { modelSchema, modelSchemaAt } from "./model";
 import { CrossKeyIssue, portIssues, rayTakes } from "./ports";
-import type { FleetConfig } from "./schema";
 
 /** The top-level keys of the single-model form: set together with `services`, the stack is refused. */
 export const ONE_MODEL_KEYS = ["image", "model", "executor", "parallelism", "vllm", "ray"] as const;
@@ -34,7 +33,7 @@ export const servicesSchema = z.array(serviceSchema).min(1, "at least one servic
 /** An entry of `services` as parsed (or the single-model form's keys), before its nodes are resolved. */
 export type ServiceInput = z.output<typeof serviceSchema>;
 
-type VllmConfig = z.output<typeof vllmSchema>;
+export type VllmConfig = z.output<typeof vllmSchema>;
 
 /** One service of the stack: a model on some of its nodes. */
 export interface ServiceConfig {
@@ -83,30 +82,6 @@ export function resolveService(input: ServiceInput, nodes: readonly FleetNode[],
 /** The single-model form's keys as its one service `vllm`. */
 export function oneModelService(keys: Omit<ServiceInput, "name" | "nodes">): ServiceInput {
     return { name: DEFAULT_SERVICE, image: keys.image, executor: keys.executor, model: keys.model, parallelism: keys.parallelism, vllm: keys.vllm, ray: keys.ray };
-}
-
-/**
- * The stack's config as `service` sees it: its nodes, image, executor, model, parallelism, vLLM
- * and Ray settings, `services` only it. `utilization`: the memory share when the service leaves it
- * to the planner (default 0.9).
- */
-export function serviceConfig(config: FleetConfig, service: ServiceConfig, utilization?: number): FleetConfig {
-    const vllm: VllmConfig = {
-        ...service.vllm,
-        gpuMemoryUtilization: service.vllm.gpuMemoryUtilization ?? utilization ?? DEFAULT_GPU_MEMORY_UTILIZATION,
-        ...(config.vllm.apiKey !== undefined ? { apiKey: config.vllm.apiKey } : {}),
-    };
-    return {
-        ...config,
-        nodes: service.nodes,
-        image: service.image,
-        executor: service.executor,
-        model: service.model,
-        parallelism: service.parallelism,
-        vllm,
-        ray: service.ray,
-        services: [service],
-    };
 }
 
 /**
