@@ -169,7 +169,7 @@ function resolveConfig(parsed: ParsedConfig) {
         executor: first.executor,
         model: first.model,
         parallelism: first.parallelism,
-        vllm: oneModel ? parsed.vllm : ({ ...first.vllm, gpuMemoryUtilization: first.vllm.gpuMemoryUtilization ?? parsed.vllm.gpuMemoryUtilization } as z.output<typeof vllmSchema>),
+        vllm: oneModel ? parsed.vllm : ({ ...first.vllm, gpuMemoryUtilization: first.vllm.gpuMemoryUtilization ?? DEFAULT_GPU_MEMORY_UTILIZATION } as VllmConfig),
         ray: first.ray,
         container: parsed.container,
         timeouts: parsed.timeouts,
