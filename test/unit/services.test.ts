@@ -4,7 +4,7 @@
  * the stack's config as one service sees it.
  */
 import { describe, expect, it } from "vitest";
-import { FleetConfig, ServiceConfig, parseFleetConfig, serviceConfig } from "../../infra/core/config";
+import { FleetConfig, ServiceConfig, inServiceKeys, parseFleetConfig, serviceConfig } from "../../infra/core/config";
 import { DEFAULT_SERVICE } from "../../infra/core/names";
 import { sparkDuo } from "./stacks";
 import { configErrorOf } from "./configErrors";
@@ -253,5 +253,15 @@ describe("refusals, each one issue naming its key", () => {
         const lines = problems([service("a")], { executor: "slurm" });
         expect(lines).toHaveLength(1);
         expect(lines[0]).toMatch(/^  - vllm-fleet:services: set together with vllm-fleet:executor; expected one form/);
+    });
+});
+
+describe("a service's keys in messages", () => {
+    it("spells the keys of a service's settings as its form does", () => {
+        const text = "expected at most 8192: set vllm-fleet:vllm.maxModelLen to 8192 or less, or add ranks (vllm-fleet:parallelism.tensor); vllm-fleet:fabric.subnet stays";
+        expect(inServiceKeys(text, { keyPrefix: "services[2]." })).toBe(
+            "expected at most 8192: set vllm-fleet:services[2].vllm.maxModelLen to 8192 or less, or add ranks (vllm-fleet:services[2].parallelism.tensor); vllm-fleet:fabric.subnet stays",
+        );
+        expect(inServiceKeys(text, { keyPrefix: "" })).toBe(text);
     });
 });

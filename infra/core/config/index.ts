@@ -7,7 +7,7 @@
  */
 export { CONFIG_KEYS, CONFIG_NAMESPACE, ConfigKey, SECRET_CONFIG_KEYS, SecretConfigKey } from "./keys";
 export { FleetConfig, FleetNode, serviceConfig } from "./schema";
-export { ONE_MODEL_KEYS, ServiceConfig } from "./services";
+export { ONE_MODEL_KEYS, ServiceConfig, inServiceKeys } from "./services";
 export { ConfigError, ConfigIssue, editDistance, nearestKeys, unknownKeyIssues } from "./issues";
 export { apiKeyIssues, hfTokenIssues, plainTextSecretIssues, privateKeyProblem, sshPrivateKeyIssues } from "./secrets";
 export { MANAGED_VLLM_FLAGS, ManagedFlagUse, managedVllmFlag } from "./vllmFlags";

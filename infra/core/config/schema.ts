@@ -154,7 +154,7 @@ function serviceInputs(parsed: ParsedConfig): readonly ServiceInput[] {
 function resolveConfig(parsed: ParsedConfig) {
     const nodes = resolveNodes(parsed);
     const oneModel = parsed.services === undefined;
-    const services: readonly ServiceConfig[] = serviceInputs(parsed).map((service) => resolveService(service, nodes, oneModel));
+    const services: readonly ServiceConfig[] = serviceInputs(parsed).map((service, index) => resolveService(service, nodes, oneModel, index));
     // The single-model keys: the service's own, or, with `services`, the first service's.
     const first = services[0];
     return {

@@ -50,6 +50,13 @@ export interface ServiceConfig {
     readonly ray: { readonly port: number };
     /** True when gpuMemoryUtilization was given by the user (the single-model form: always, default 0.9). */
     readonly gpuMemoryUtilizationSet: boolean;
+    /** Where its keys live: "" in the single-model form (`vllm.maxModelLen`), else `services[i].`. */
+    readonly keyPrefix: string;
+}
+
+/** The service's settings' keys in `text` as its form spells them (`vllm-fleet:services[2].vllm.maxModelLen`). */
+export function inServiceKeys(text: string, service: Pick<ServiceConfig, "keyPrefix">): string {
+    return service.keyPrefix === "" ? text : text.replace(new RegExp(`vllm-fleet:(${ONE_MODEL_KEYS.join("|")})\\b`, "g"), `vllm-fleet:${service.keyPrefix}$1`);
 }
 
 /** TP and PP; by default tensor parallelism spans every node of the service (one GPU per DGX Spark). */
@@ -64,7 +71,7 @@ function serviceNodes(nodes: readonly FleetNode[], names: readonly string[] | un
 }
 
 /** A service over the stack's nodes. `oneModel`: the single-model form's service (its memory share always set). */
-export function resolveService(input: ServiceInput, nodes: readonly FleetNode[], oneModel: boolean): ServiceConfig {
+export function resolveService(input: ServiceInput, nodes: readonly FleetNode[], oneModel: boolean, index = 0): ServiceConfig {
     const own = serviceNodes(nodes, input.nodes);
     return {
         name: input.name,
@@ -76,6 +83,7 @@ export function resolveService(input: ServiceInput, nodes: readonly FleetNode[],
         vllm: oneModel ? { ...input.vllm, gpuMemoryUtilization: input.vllm.gpuMemoryUtilization ?? DEFAULT_GPU_MEMORY_UTILIZATION } : input.vllm,
         ray: input.ray,
         gpuMemoryUtilizationSet: oneModel || input.vllm.gpuMemoryUtilization !== undefined,
+        keyPrefix: oneModel ? "" : `services[${index}].`,
     };
 }
 
