@@ -46,8 +46,11 @@ export interface SparkNodeArgs {
     readonly runner: CommandRunner;
     /** `docker`: a Docker provider over SSH for the node's containers. */
     readonly containerDriver: "docker" | "ssh";
-    /** The image to deliver before anything runs; absent: it must be present already (preflight checks). */
-    readonly image?: ImageDelivery;
+    /**
+     * The images to deliver before anything runs (one per image the node's services use, named by
+     * the step that delivers it); an image not listed must be present already (preflight checks).
+     */
+    readonly images?: readonly { readonly step: string; readonly delivery: ImageDelivery }[];
 }
 
 /** The image id a delivery step reports (`image-pulled|image-present|image-copied <image> <id>`). */
@@ -61,8 +64,8 @@ export class SparkNode extends pulumi.ComponentResource implements NodeAccess {
     public readonly connection: SshConnection;
     public readonly sshFiles: pulumi.Output<SshFiles>;
     public readonly dockerProvider?: docker.Provider;
-    /** The image id the delivery step reports, once it ran; undefined without a delivery. */
-    public readonly deliveredImageId?: pulumi.Output<string | undefined>;
+    /** The image id each delivery step reports once it ran, by image name; an image not delivered is not listed. */
+    public readonly deliveredImageIds: Readonly<Record<string, pulumi.Output<string | undefined>>>;
 
     constructor(name: string, args: SparkNodeArgs, opts?: pulumi.ComponentResourceOptions) {
         super("vllm-fleet:node:SparkNode", name, {}, opts);
@@ -80,14 +83,16 @@ export class SparkNode extends pulumi.ComponentResource implements NodeAccess {
                 { parent: this },
             );
         }
-        this.deliveredImageId = args.image ? this.deliverImage(name, args.runner, args.image).stdout.apply(deliveredImageId) : undefined;
-        this.registerOutputs({ deliveredImageId: this.deliveredImageId });
+        this.deliveredImageIds = Object.fromEntries(
+            (args.images ?? []).map(({ step, delivery }) => [delivery.image, this.deliverImage(step, args.runner, delivery).stdout.apply(deliveredImageId)]),
+        );
+        this.registerOutputs({ deliveredImageIds: this.deliveredImageIds });
     }
 
     /** Pulls the image, or streams it from another node, before anything looks at it. */
-    private deliverImage(name: string, runner: CommandRunner, delivery: ImageDelivery) {
+    private deliverImage(step: string, runner: CommandRunner, delivery: ImageDelivery) {
         if ("pull" in delivery) {
-            return hostCommand(runner, `${name}-image`, { connection: this.connection, create: scriptProgram("image-pull", { IMAGE: delivery.image }) }, { parent: this });
+            return hostCommand(runner, step, { connection: this.connection, create: scriptProgram("image-pull", { IMAGE: delivery.image }) }, { parent: this });
         }
         // Node to node over the fabric: a short-lived receiver here (image-receive.sh) while the
         // source node streams `docker save` into it (image-send.sh), with a secret for this copy.
@@ -110,7 +115,7 @@ export class SparkNode extends pulumi.ComponentResource implements NodeAccess {
         }));
         return hostCommand(
             runner,
-            `${name}-image`,
+            step,
             {
                 connection: this.connection,
                 create: vars.apply((common) => scriptProgram("image-receive", { ...common, BIND_IP: delivery.targetIp, SENDER_IP: delivery.sourceIp })),

@@ -20,29 +20,34 @@ import { readScript } from "../components/shell";
 import { ImageDelivery, SparkNode } from "../components/sparkNode";
 import { VLLM_LIFECYCLE, VllmService } from "../components/vllmService";
 import { WeightSync } from "../components/weightSync";
-import { FleetConfig } from "./core/config";
-import { ModelDirFacts, NodeFacts } from "./core/facts";
+import { FleetConfig, ServiceConfig, inServiceKeys, serviceConfig } from "./core/config";
+import { ModelDirFacts } from "./core/facts";
 import { describeFitPlan } from "./core/fit";
-import { DEFAULT_SERVICE, serviceContainers } from "./core/names";
-import { checkOwnership, firewallRevisions, newRevision } from "./core/observe";
-import { FleetPlan, PreparedNode, checkPrepared, planFleet, preparedFacts } from "./core/plan";
+import { DEFAULT_SERVICE, serviceContainers, serviceResourceName } from "./core/names";
+import { NodeObservation, checkOwnership, firewallRevisions, newRevision, ofService } from "./core/observe";
+import { CachePlan, PreparedNode, ServicePlan, checkPrepared, planFleet, planServiceBudgets, preparedFacts } from "./core/plan";
 import { reconcile } from "./core/reconcile";
 import { readStackConfig } from "./stackConfig";
 
 /**
- * The stack's own secrets: the Ray token (ray executor), and the API key when the stack makes it
- * (no vllmApiKey set and vllm.apiKey not none). Made once and kept in the stack's state.
+ * The stack's API key, one for every service: the secret vllmApiKey, or one the stack makes and
+ * keeps (none with vllm.apiKey none, the single-model form only).
  */
-function stackSecrets(config: FleetConfig, apiKey: pulumi.Output<string> | undefined): { rayToken?: pulumi.Output<string>; apiKey?: pulumi.Output<string> } {
-    const rayToken =
-        config.executor === "ray" ? new FleetSecret("ray-token", { purpose: "ray-token", rotation: config.security.rayTokenRotation }).value : undefined;
+function stackApiKey(config: FleetConfig, apiKey: pulumi.Output<string> | undefined): pulumi.Output<string> | undefined {
     if (config.vllm.apiKey === "none") {
         pulumi.log.warn(
             `vllm.apiKey is none: the API on port ${config.vllm.port} answers anyone who can reach it; without vllm.apiKey the stack makes a key (the output apiKey)`,
         );
-        return { rayToken };
+        return undefined;
     }
-    return { rayToken, apiKey: apiKey ?? new FleetSecret("vllm-api-key", { purpose: "vllm-api-key" }).value };
+    return apiKey ?? new FleetSecret("vllm-api-key", { purpose: "vllm-api-key" }).value;
+}
+
+/** The Ray token of a service with the ray executor (each Ray cluster its own), made once and kept. */
+function rayToken(config: FleetConfig, service: ServiceConfig): pulumi.Output<string> | undefined {
+    return service.executor === "ray"
+        ? new FleetSecret(serviceResourceName(service.name, "ray-token"), { purpose: "ray-token", rotation: config.security.rayTokenRotation }).value
+        : undefined;
 }
 
 /** The value of a known Output (config values always are), for the program-time read. */
@@ -55,7 +60,27 @@ function plainValue<T>(output: pulumi.Output<T>): Promise<T> {
     });
 }
 
-/** The outputs of a stack. */
+
+/** What a service puts out: where it serves, what, and how its ranks talk. */
+export interface ServiceOutputs {
+    readonly endpoint: string;
+    readonly model: string;
+    readonly nodes: string[];
+    readonly executor: "ray" | "mp";
+    /** The image and the vLLM and Ray versions its argument check found in it (`ray`: "none" without Ray). */
+    readonly image: { name: string; vllm: string; ray: string };
+    /** Per node, the transport NCCL chose over the fabric (`IB`: RoCE, `Socket`: TCP). */
+    readonly fabricTransport: Record<string, string>;
+    readonly completion: string;
+    readonly rayHead: string;
+    readonly tensorParallel: number;
+    readonly pipelineParallel: number;
+}
+
+/**
+ * The outputs of a stack: every service under `services`, and, at the top, the first service's (the
+ * single-model form's outputs as they always were).
+ */
 export interface FleetOutputs {
     readonly endpoint: pulumi.Output<string>;
     readonly model: pulumi.Output<string>;
@@ -64,104 +89,93 @@ export interface FleetOutputs {
     readonly rayHead: pulumi.Output<string>;
     readonly rayStatus: pulumi.Output<string>;
     readonly completion: pulumi.Output<string>;
-    /** The image and the vLLM and Ray versions its argument check found in it (`ray`: "none" without Ray). */
     readonly image: pulumi.Output<{ name: string; vllm: string; ray: string }>;
-    /** Per node, the transport NCCL chose over the fabric (`IB`: RoCE, `Socket`: TCP). */
     readonly fabricTransport: pulumi.Output<Record<string, string>>;
     /** The API key clients send (`Authorization: Bearer`), a secret; "" with vllm.apiKey none. */
     readonly apiKey: pulumi.Output<string>;
     readonly tensorParallel: number;
     readonly pipelineParallel: number;
-}
-
-/** How the image reaches node `index` (image.source): pulled there, copied from the first node, or present. */
-function imageDelivery(config: FleetConfig, plan: FleetPlan, observed: readonly NodeFacts[], first: SparkNode | undefined, index: number): ImageDelivery | undefined {
-    if (config.image.source === "pull") {
-        return { image: config.image.name, pull: true };
-    }
-    if (config.image.source !== "copy" || !first) {
-        return undefined;
-    }
-    const copy = plan.copies[index - 1];
-    return { image: config.image.name, copyFrom: first, wantId: observed[0].imageId, sourceIp: copy.sourceIp, targetIp: copy.targetIp };
+    /** Each service by name. */
+    readonly services: pulumi.Output<Record<string, ServiceOutputs>>;
 }
 
 /**
- * The program. Validation happens before any resource is registered: a bad config fails
- * `pulumi preview` with a message naming each bad key, and nothing runs on any host.
+ * The images each node gets delivered (image.source pull or copy), one step per image and node,
+ * named after the first service that uses it there; a copy comes from that service's first node.
  */
-export async function fleetProgram(observe: Observer = observeOverSsh): Promise<FleetOutputs> {
-    const { config, privateKey, privateKeyPath, apiKey, hfToken } = readStackConfig();
-    const stack = pulumi.getStack();
-    const containers = serviceContainers(DEFAULT_SERVICE);
-
-    // The stack's secrets touch no host. Registered first, they bring up the engine's provider of
-    // dynamic resources (a Node.js process, about half a second) while the nodes are read.
-    const secrets = stackSecrets(config, apiKey);
-    // Every node as it is now, read before anything that reaches a host is registered (read-only, in parallel).
-    const observations = await observe(config, { privateKey: await plainValue(privateKey), privateKeyPath, stack, containers });
-    // Another stack's containers on these nodes: refused before anything is registered.
-    checkOwnership(stack, observations);
-    const reconciliation = reconcile({ executor: config.executor, containers }, observations, newRevision);
-    for (const finding of reconciliation.findings) {
-        pulumi.log.warn(finding);
+function imageDeliveries(
+    services: readonly ServicePlan[],
+    observedImageId: (service: ServicePlan) => string | undefined,
+    node: string,
+    built: readonly SparkNode[],
+): { step: string; delivery: ImageDelivery }[] {
+    const steps = new Map<string, { step: string; delivery: ImageDelivery }>();
+    for (const service of services) {
+        const { image } = service.config;
+        const index = service.nodes.findIndex((planned) => planned.name === node);
+        if (index < 0 || steps.has(image.name) || image.source === "present") {
+            continue;
+        }
+        const step = `${node}-${serviceResourceName(service.name, "image")}`;
+        if (image.source === "pull") {
+            steps.set(image.name, { step, delivery: { image: image.name, pull: true } });
+        } else if (index > 0) {
+            const copy = service.copies[index - 1];
+            const source = built.find((spark) => spark.nodeName === copy.source)!;
+            steps.set(image.name, { step, delivery: { image: image.name, copyFrom: source, wantId: observedImageId(service), sourceIp: copy.sourceIp, targetIp: copy.targetIp } });
+        }
     }
-    const unpinned = config.nodes.filter((node) => !node.hostKey).map((node) => node.name);
-    if (unpinned.length > 0) {
-        pulumi.log.warn(
-            `no host key pinned for ${unpinned.join(", ")}: their SSH host keys are not checked; set vllm-fleet:nodes[i].hostKey to the line of \`ssh-keyscan -t ed25519 <host>\``,
-        );
+    return [...steps.values()];
+}
+
+/** `judge()`, its refusal in the service's keys (`vllm-fleet:services[i].vllm.maxModelLen`) and named by the service. */
+function inServiceTerms<T>(plan: ServicePlan, judge: () => T): T {
+    try {
+        return judge();
+    } catch (error) {
+        if (error instanceof Error && plan.service.keyPrefix !== "") {
+            error.message = `service ${plan.name}: ${inServiceKeys(error.message, plan.service)}`;
+        }
+        throw error;
     }
+}
 
-    // The plan, once: each node's fabric, the host checks (a refusal stops here), the containers, the
-    // serve arguments, the checks.
-    const observed = observations.map((observation) => observation.facts);
-    const plan = planFleet({
-        config,
-        stack,
-        containers,
-        nodes: observations.map((observation) => ({ name: observation.node, facts: observation.facts })),
-        reconciliation,
-        firewallRevisions: firewallRevisions(observations, newRevision),
-        watchdogScript: readScript("watchdog.py"),
-        lifecycleScript: readScript(VLLM_LIFECYCLE),
-    });
-    for (const warning of plan.warnings) {
-        pulumi.log.warn(warning);
-    }
+/** A service's nodes once its image and model are there, judged (preflight, fit). */
+interface PreparedService {
+    readonly plan: ServicePlan;
+    readonly nodes: readonly SparkNode[];
+    readonly imageIds: readonly pulumi.Output<string | undefined>[];
+    readonly prepared: pulumi.Output<PreparedNode[]>;
+    /** True once preflight and the fit passed: what starts nothing before it. */
+    readonly gate: pulumi.Output<boolean>;
+}
 
-    // The nodes, each with the image delivered to it.
-    const nodes: SparkNode[] = [];
-    config.nodes.forEach((node, index) => {
-        nodes.push(
-            new SparkNode(node.name, {
-                connection: { node: node.name, host: node.host, port: node.port, user: node.user, privateKey, hostKey: node.hostKey, connectTimeoutSeconds: config.timeouts.sshConnectSeconds },
-                sshFiles: { stack, privateKeyPath },
-                runner: config.commandRunner,
-                containerDriver: config.containerDriver,
-                image: imageDelivery(config, plan, observed, nodes[0], index),
-            }),
-        );
-    });
-    const imageIds = nodes.map((node, index) => node.deliveredImageId ?? pulumi.output(observed[index].imageId));
-
-    // The model on every node: downloaded on the first (model.source hub), then synced to the others.
+/**
+ * A service's model on its nodes (downloaded on its first, synced to the others), and the nodes
+ * judged once prepared (preflight, then the fit).
+ */
+function prepareService(plan: ServicePlan, observed: readonly NodeObservation[], sparks: readonly SparkNode[], hfToken: pulumi.Output<string> | undefined): PreparedService {
+    const { config } = plan;
+    const name = (base: string) => serviceResourceName(plan.name, base);
+    const nodes = plan.nodes.map((planned) => sparks.find((spark) => spark.nodeName === planned.name)!);
+    const facts = observed.map((observation) => observation.facts);
+    const imageIds = nodes.map((node, index) => node.deliveredImageIds[config.image.name] ?? pulumi.output(facts[index].imageId));
     const runner = config.commandRunner;
     const hub = config.model.hub;
     const download = hub
         ? new HubDownload(
-              `${nodes[0].nodeName}-hub`,
+              `${nodes[0].nodeName}-${name("hub")}`,
               { node: nodes[0], hub, modelPath: config.model.path, image: config.image.name, imageId: imageIds[0].apply((id) => id ?? ""), hfToken, runner },
               { parent: nodes[0] },
           )
         : undefined;
-    const firstModel: pulumi.Output<ModelDirFacts> = download ? download.model : pulumi.output(observed[0].model);
+    const firstModel: pulumi.Output<ModelDirFacts> = download ? download.model : pulumi.output(facts[0].model);
     const synced =
         config.model.sync === "rsync"
             ? plan.copies.map(
                   (copy, index) =>
                       new WeightSync(
-                          `${copy.target}-weights`,
+                          `${copy.target}-${name("weights")}`,
                           {
                               source: nodes[0],
                               target: nodes[index + 1],
@@ -180,50 +194,178 @@ export async function fleetProgram(observe: Observer = observeOverSsh): Promise<
         nodes.map((node, index) =>
             pulumi
                 .all([imageIds[index], index === 0 ? download?.model : synced[index - 1]?.model])
-                .apply(([imageId, model]) => ({ name: node.nodeName, facts: preparedFacts(observed[index], { imageId, model }) })),
+                .apply(([imageId, model]) => ({ name: node.nodeName, facts: preparedFacts(facts[index], { imageId, model }) })),
         ),
     );
     const gate = prepared.apply((list) => {
-        const fit = checkPrepared(config, list);
+        const fit = inServiceTerms(plan, () => checkPrepared(config, list));
         if (fit) {
-            pulumi.log.info(describeFitPlan(fit));
+            pulumi.log.info(`${plan.name === DEFAULT_SERVICE ? "" : `service ${plan.name}: `}${describeFitPlan(fit)}`);
         }
         return true;
     });
+    return { plan, nodes, imageIds, prepared, gate };
+}
 
-    // The arguments checked by the image's own vLLM; Ray and vLLM start behind it and the firewall.
+/** The components of one service on its nodes, and what it puts out. */
+interface DeployedService {
+    readonly vllm: VllmService;
+    readonly ray?: RayCluster;
+    readonly outputs: pulumi.Output<ServiceOutputs>;
+}
+
+/** A prepared service served: its arguments checked by its image's vLLM, its Ray cluster (ray) and vLLM. */
+function serveService(
+    { plan, nodes, imageIds, prepared, gate }: PreparedService,
+    context: {
+        readonly apiKey?: pulumi.Output<string>;
+        readonly rayToken?: pulumi.Output<string>;
+        readonly after: readonly pulumi.Resource[];
+        readonly cachePlan?: CachePlan;
+    },
+): DeployedService {
+    const { config } = plan;
+    const name = (base: string) => serviceResourceName(plan.name, base);
+    const runner = config.commandRunner;
+
+    // The arguments checked by the image's own vLLM; Ray and vLLM start behind it and the node steps.
     const argsChecked = new ServeArgsCheck(
-        "vllm-args-check",
+        name("vllm-args-check"),
         { node: nodes[0], check: gate.apply(() => plan.argsCheck), imageId: imageIds[0].apply((id) => id ?? ""), runner },
         { parent: nodes[0] },
     );
-    const firewalls = plan.firewalls.map((rules, index) => new NodeFirewall(`${rules.node}-firewall`, { node: nodes[index], rules, runner }, { parent: nodes[index] }));
-    // hostPrep (off by default): each node prepared (its page cache dropped) before the serving containers start.
-    const preps = plan.hostPrep.map((prep, index) => new HostPrep(`${prep.node}-host-prep`, { node: nodes[index], plan: prep, gate, runner }, { parent: nodes[index] }));
-    // The compile caches, keyed by the image id (one on every node once preflight passed); their
-    // step on each node goes before the containers, so its removal at destroy (when asked) comes
-    // after every container that mounts them is gone.
-    const cache = plan.cache ? { plan: plan.cache, imageId: prepared.apply((list) => list[0].facts.imageId) } : undefined;
-    const cacheSteps = plan.cache
-        ? nodes.map((node) => new CompileCache(`${node.nodeName}-compile-cache`, { node, plan: plan.cache!, runner }, { parent: node }).step)
-        : [];
-    const after = [argsChecked.check, ...firewalls.map((firewall) => firewall.rules), ...preps.map((prep) => prep.step), ...cacheSteps];
+    const cache = context.cachePlan ? { plan: context.cachePlan, imageId: prepared.apply((list) => list[0].facts.imageId) } : undefined;
+    const after = [argsChecked.check, ...context.after];
     const driving = { runner, containerDriver: config.containerDriver };
-    const ray = plan.ray ? new RayCluster("ray", { nodes, plan: plan.ray, gate, rayToken: secrets.rayToken!, after, cache, ...driving }) : undefined;
-    const vllm = new VllmService("vllm", { nodes, plan: plan.vllm, gate, ray, apiKey: secrets.apiKey, after, cache, ...driving });
+    const ray = plan.ray ? new RayCluster(name("ray"), { nodes, plan: plan.ray, gate, rayToken: context.rayToken!, after, cache, ...driving }) : undefined;
+    const vllm = new VllmService(plan.name === DEFAULT_SERVICE ? "vllm" : `${plan.name}-vllm`, { nodes, plan: plan.vllm, gate, ray, apiKey: context.apiKey, after, cache, ...driving });
+    const outputs = pulumi
+        .all([vllm.endpoint, vllm.modelId, vllm.fabricTransport, vllm.completion, argsChecked.versions, ray ? ray.headAddress : pulumi.output("")])
+        .apply(([endpoint, model, fabricTransport, completion, versions, rayHead]) => ({
+            endpoint,
+            model,
+            nodes: plan.nodes.map((node) => node.name),
+            executor: config.executor,
+            image: { name: config.image.name, vllm: versions?.vllm ?? "unknown", ray: versions?.ray ?? "unknown" },
+            fabricTransport,
+            completion,
+            rayHead,
+            tensorParallel: config.parallelism.tensor,
+            pipelineParallel: config.parallelism.pipeline,
+        }));
+    return { vllm, ray, outputs };
+}
 
+/**
+ * The program. Validation happens before any resource is registered: a bad config fails
+ * `pulumi preview` with a message naming each bad key, and nothing runs on any host.
+ */
+export async function fleetProgram(observe: Observer = observeOverSsh): Promise<FleetOutputs> {
+    const { config, privateKey, privateKeyPath, apiKey, hfToken } = readStackConfig();
+    const stack = pulumi.getStack();
+    const reading = config.services.map((service) => ({ service, config: serviceConfig(config, service), containers: serviceContainers(service.name) }));
+
+    // The stack's secrets touch no host. Registered first, they bring up the engine's provider of
+    // dynamic resources (a Node.js process, about half a second) while the nodes are read.
+    const key = stackApiKey(config, apiKey);
+    const rayTokens = new Map(config.services.map((service) => [service.name, rayToken(config, service)]));
+    // Every node as it is now, read before anything that reaches a host is registered (read-only,
+    // the nodes in parallel; one service after the other, over each node's shared connection).
+    const secret = await plainValue(privateKey);
+    const reads: NodeObservation[][] = [];
+    for (const service of reading) {
+        reads.push(await observe(service.config, { privateKey: secret, privateKeyPath, stack, containers: service.containers }));
+    }
+    // Another stack's containers on these nodes: refused before anything is registered.
+    checkOwnership(stack, reads.flat());
+    // Each node of the stack as the first service placed on it read it.
+    const stackNodes = config.nodes.map((node) => reads.flat().find((observation) => observation.node === node.name)!);
+    // Each service's share of the memory of the nodes it shares (none shared: its own or the default).
+    const budgets = planServiceBudgets(config, (node) => stackNodes.find((observation) => observation.node === node)!.facts);
+    if (budgets.description) {
+        pulumi.log.info(budgets.description);
+    }
+    const services = reading.map((service) => ({ ...service, config: serviceConfig(config, service.service, budgets.utilization[service.service.name]) }));
+    const observedBy = services.map((service, index) => reads[index].map((observation) => ofService(observation, service.containers)));
+    const reconciliations = services.map((service, index) => reconcile({ executor: service.config.executor, containers: service.containers }, observedBy[index], newRevision));
+    for (const [index, reconciliation] of reconciliations.entries()) {
+        const prefix = services.length > 1 ? `service ${services[index].service.name}: ` : "";
+        for (const finding of reconciliation.findings) {
+            pulumi.log.warn(`${prefix}${finding}`);
+        }
+    }
+    const unpinned = config.nodes.filter((node) => !node.hostKey).map((node) => node.name);
+    if (unpinned.length > 0) {
+        pulumi.log.warn(
+            `no host key pinned for ${unpinned.join(", ")}: their SSH host keys are not checked; set vllm-fleet:nodes[i].hostKey to the line of \`ssh-keyscan -t ed25519 <host>\``,
+        );
+    }
+
+    // The plan, once: each node's fabric, the host checks (a refusal stops here), each service's
+    // containers, serve arguments and checks.
+    const plan = planFleet({
+        config,
+        stack,
+        nodes: stackNodes.map((observation) => ({ name: observation.node, facts: observation.facts })),
+        services: services.map((service, index) => ({ config: service.config, name: service.service.name, containers: service.containers, reconciliation: reconciliations[index] })),
+        firewallRevisions: firewallRevisions(stackNodes, newRevision),
+        watchdogScript: readScript("watchdog.py"),
+        lifecycleScript: readScript(VLLM_LIFECYCLE),
+    });
+    for (const warning of plan.warnings) {
+        pulumi.log.warn(warning);
+    }
+
+    // The nodes, each with the images of its services delivered to it.
+    const observedImageId = (service: ServicePlan) => observedBy[plan.services.indexOf(service)][0].facts.imageId;
+    const sparks: SparkNode[] = [];
+    for (const node of config.nodes) {
+        sparks.push(
+            new SparkNode(node.name, {
+                connection: { node: node.name, host: node.host, port: node.port, user: node.user, privateKey, hostKey: node.hostKey, connectTimeoutSeconds: config.timeouts.sshConnectSeconds },
+                sshFiles: { stack, privateKeyPath },
+                runner: config.commandRunner,
+                containerDriver: config.containerDriver,
+                images: imageDeliveries(plan.services, observedImageId, node.name, sparks),
+            }),
+        );
+    }
+
+    // The steps on each node before any serving container starts there: its firewall, its
+    // preparation (hostPrep, behind every service's checks), its compile cache. A cache's step goes
+    // before the containers, so its removal at destroy (when asked) comes after every container
+    // that mounts it is gone.
+    const runner = config.commandRunner;
+    const sparkOf = (node: string) => sparks.find((spark) => spark.nodeName === node)!;
+    const firewalls = plan.firewalls.map((rules) => new NodeFirewall(`${rules.node}-firewall`, { node: sparkOf(rules.node), rules, runner }, { parent: sparkOf(rules.node) }));
+    const prepared = plan.services.map((servicePlan, index) => prepareService(servicePlan, observedBy[index], sparks, hfToken));
+    const everyGate = pulumi.all(prepared.map((service) => service.gate)).apply(() => true);
+    const preps = plan.hostPrep.map((prep) => {
+        const node = sparkOf(prep.node);
+        return new HostPrep(`${prep.node}-host-prep`, { node, plan: prep, gate: everyGate, runner }, { parent: node });
+    });
+    const cacheSteps = plan.cache ? sparks.map((node) => new CompileCache(`${node.nodeName}-compile-cache`, { node, plan: plan.cache!, runner }, { parent: node }).step) : [];
+    const nodeSteps = [...firewalls.map((firewall) => firewall.rules), ...preps.map((prep) => prep.step), ...cacheSteps];
+
+    const deployed = prepared.map((service) =>
+        serveService(service, { apiKey: key, rayToken: rayTokens.get(service.plan.name), after: nodeSteps, cachePlan: plan.cache }),
+    );
+
+    const first = deployed[0];
+    const firstConfig = plan.services[0].config;
     return {
-        endpoint: vllm.endpoint,
-        model: vllm.modelId,
+        endpoint: first.vllm.endpoint,
+        model: first.vllm.modelId,
         nodes: config.nodes.map((node) => node.name),
         fabricIps: pulumi.output(Object.fromEntries(plan.nodes.map((node) => [node.name, node.fabric.ip]))),
-        rayHead: ray ? ray.headAddress : pulumi.output(""),
-        rayStatus: ray ? ray.status : pulumi.output(""),
-        completion: vllm.completion,
-        image: argsChecked.versions.apply((versions) => ({ name: config.image.name, vllm: versions?.vllm ?? "unknown", ray: versions?.ray ?? "unknown" })),
-        fabricTransport: vllm.fabricTransport,
-        apiKey: pulumi.secret(secrets.apiKey ?? ""),
-        tensorParallel: config.parallelism.tensor,
-        pipelineParallel: config.parallelism.pipeline,
+        rayHead: first.ray ? first.ray.headAddress : pulumi.output(""),
+        rayStatus: first.ray ? first.ray.status : pulumi.output(""),
+        completion: first.vllm.completion,
+        image: first.outputs.apply((outputs) => outputs.image),
+        fabricTransport: first.vllm.fabricTransport,
+        apiKey: pulumi.secret(key ?? ""),
+        tensorParallel: firstConfig.parallelism.tensor,
+        pipelineParallel: firstConfig.parallelism.pipeline,
+        services: pulumi.all(deployed.map((service) => service.outputs)).apply((list) => Object.fromEntries(list.map((outputs, index) => [plan.services[index].name, outputs]))),
     };
 }

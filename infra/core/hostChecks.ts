@@ -45,6 +45,11 @@ export interface HostCheckNode {
     readonly fabricInterface: string;
     /** This stack's serving container is alive there: the memory in use is its own (reconcile.ts). */
     readonly servingAlive: boolean;
+    /**
+     * What the services placed on it take of its memory together (the sum of their
+     * gpu-memory-utilization); vllm.gpuMemoryUtilization when not given.
+     */
+    readonly gpuMemoryUtilization?: number;
 }
 
 /** One finding of a check on a node. */
@@ -124,9 +129,10 @@ function memoryFindings(node: HostCheckNode, settings: Settings): string[] {
     if (node.servingAlive || facts.gpus.length === 0 || facts.gpus[0].memoryMiB !== undefined || facts.memTotalBytes === 0) {
         return [];
     }
-    const utilization = settings.vllm.gpuMemoryUtilization;
+    const utilization = node.gpuMemoryUtilization ?? settings.vllm.gpuMemoryUtilization;
     const need = usableMemoryBytes(facts, utilization);
-    const takes = `the ${formatGiB(need)} the plan takes there (vllm-fleet:vllm.gpuMemoryUtilization ${utilization} × ${formatGiB(usableMemoryBytes(facts, 1))}, MemTotal less the OS's reserve)`;
+    const key = node.gpuMemoryUtilization === undefined ? "vllm-fleet:vllm.gpuMemoryUtilization" : "the services' gpu-memory-utilization together";
+    const takes = `the ${formatGiB(need)} the plan takes there (${key} ${utilization} × ${formatGiB(usableMemoryBytes(facts, 1))}, MemTotal less the OS's reserve)`;
     if (facts.memAvailableBytes < need) {
         return [
             `MemAvailable is ${formatGiB(facts.memAvailableBytes)}, below ${takes}; expected that much available before vLLM loads: on unified memory what other processes hold is gone for the GPU, ` +

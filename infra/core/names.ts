@@ -39,6 +39,11 @@ export function servingContainer(containers: ServiceContainers, executor: "ray" 
 
 /** Label on every container vllm-fleet starts: the stack that made it (nothing else touches it). */
 export const STACK_LABEL = "vllm-fleet.stack";
+/**
+ * Label on every container of a named service (the `services` form): the service it belongs to.
+ * The single-model form's containers carry none, so that upgrading replaces nothing.
+ */
+export const SERVICE_LABEL = "vllm-fleet.service";
 /** Label on every container vllm-fleet starts: what it is for (`ray-head`, `vllm-rank0`, `watchdog`, ...). */
 export const ROLE_LABEL = "vllm-fleet.role";
 /** Label on every serving container: its revision (see observe.ts). */
@@ -49,8 +54,16 @@ export const RAY_HEAD_LABEL = "vllm-fleet.ray-head";
 export const RANK0_LABEL = "vllm-fleet.rank0";
 
 /** Labels on everything vllm-fleet starts, so it can be found (and proven gone) later. */
-export function fleetLabels(stack: string, role: string): Record<string, string> {
-    return { [STACK_LABEL]: stack, [ROLE_LABEL]: role };
+export function fleetLabels(stack: string, role: string, service: string = DEFAULT_SERVICE): Record<string, string> {
+    return { [STACK_LABEL]: stack, [ROLE_LABEL]: role, ...(service === DEFAULT_SERVICE ? {} : { [SERVICE_LABEL]: service }) };
+}
+
+/**
+ * The name of a component (or a step) of `service`: `base` itself for the single-model form, so
+ * that its resources keep the names they always had, else prefixed by the service.
+ */
+export function serviceResourceName(service: string, base: string): string {
+    return service === DEFAULT_SERVICE ? base : `${service}-${base}`;
 }
 
 /** VLLM_CONFIG_ROOT in the Ray head container: where the start (vllm-lifecycle.sh) writes the non-carry-over list. */

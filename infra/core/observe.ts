@@ -11,6 +11,7 @@
  */
 import { FleetError } from "./errors";
 import { NodeFacts, parseProbeOutput, splitSections } from "./facts";
+import { ServiceContainers } from "./names";
 
 /** One container of the stack on a node, as `docker inspect` shows it. */
 export interface LiveContainer {
@@ -104,6 +105,15 @@ export function parseObservation(node: string, output: string): NodeObservation 
     return { node, facts: parseProbeOutput(output), containers, foreign, serve, endpoint, watchdog, rayNodes, firewall };
 }
 
+/**
+ * What a read found of one service: the stack's containers narrowed to the service's own (the other
+ * services of the stack are not this service's to judge).
+ */
+export function ofService(observation: NodeObservation, containers: ServiceContainers): NodeObservation {
+    const own = [containers.ray, containers.vllm, containers.watchdog];
+    return { ...observation, containers: observation.containers.filter((container) => own.includes(container.name)) };
+}
+
 /** Thrown when a node holds containers of another stack that this one would touch. */
 export class OwnershipError extends FleetError {}
 
@@ -122,7 +132,8 @@ export function checkOwnership(stack: string, observations: readonly NodeObserva
         ),
     );
     if (lines.length > 0) {
-        throw new OwnershipError(lines.join("\n"));
+        // A node read once per service of the stack reports the same container each time.
+        throw new OwnershipError([...new Set(lines)].join("\n"));
     }
 }
 

@@ -9,7 +9,7 @@ import {
     toDockerRunArgs,
 } from "../../infra/core/containerSpec";
 import { parseFleetConfig } from "../../infra/core/config";
-import { DEFAULT_CONTAINERS, RANK0_LABEL, RAY_HEAD_LABEL, RAY_HEAD_VLLM_CONFIG_ROOT } from "../../infra/core/names";
+import { DEFAULT_CONTAINERS, DEFAULT_SERVICE, RANK0_LABEL, RAY_HEAD_LABEL, RAY_HEAD_VLLM_CONFIG_ROOT } from "../../infra/core/names";
 import { FleetConfig } from "../../infra/core/config";
 import {
     CACHE_ENV,
@@ -35,7 +35,7 @@ const TOKEN = "0123456789abcdef0123456789abcdef";
 
 /** Node `index`'s Ray container as a component realizes it: the plan's, with the token and (a worker) its head. */
 function raySpec(config: FleetConfig, stack: string, nodes: readonly PlannedNode[], index: number, revision: string, token: string, headId?: string): ContainerSpec {
-    const spec = withEnv(rayContainerSpec({ config, stack, containers: DEFAULT_CONTAINERS }, nodes, index, revision), { RAY_AUTH_TOKEN: token });
+    const spec = withEnv(rayContainerSpec({ config, stack, service: DEFAULT_SERVICE, containers: DEFAULT_CONTAINERS }, nodes, index, revision), { RAY_AUTH_TOKEN: token });
     return index === 0 ? spec : joinedTo(spec, nodes[index].name, headId);
 }
 const planned: PlannedNode[] = [
@@ -146,7 +146,7 @@ describe("the network pins", () => {
 describe("vLLM's own wait for its engine", () => {
     it("follows timeouts.vllmReadySeconds in every serving container, both executors, as both drivers realize them", () => {
         const slow = parseFleetConfig({ ...sparkDuo, timeouts: { vllmReadySeconds: 2400 } });
-        const context = { config: slow, stack: "spark-duo", containers: DEFAULT_CONTAINERS };
+        const context = { config: slow, stack: "spark-duo", service: DEFAULT_SERVICE, containers: DEFAULT_CONTAINERS };
         const serving = [
             raySpec(slow, "spark-duo", planned, 0, "r1", TOKEN),
             raySpec(slow, "spark-duo", planned, 1, "r1", TOKEN, "f00d"),
@@ -236,7 +236,7 @@ const IMAGE_B = `sha256:${"fedcba9876543210".repeat(4)}`;
 describe("the serving containers mount the cache of their image", () => {
     const config = parseFleetConfig(sparkDuo);
     const cache = planCache(config, "spark-duo");
-    const context = { config, stack: "spark-duo", containers: DEFAULT_CONTAINERS };
+    const context = { config, stack: "spark-duo", service: DEFAULT_SERVICE, containers: DEFAULT_CONTAINERS };
     const head = rayContainerSpec(context, planned, 0, "r1");
 
     it("keys the directory by the image id: <dir>/<stack>/image-<16 hex digits>", () => {

@@ -103,7 +103,7 @@ export function sparkProbeOutput(
  * What live.sh would print on each node after `run`: every serving container it made, alive with
  * the labels it was given, `vllm serve` running with its token, and the endpoint answering.
  */
-export function liveAfter(run: MockRun): (node: string) => string {
+export function liveAfter(run: MockRun, watchdogNode: (resource: string) => string = () => "spark1"): (node: string) => string {
     return (node: string) => {
         const containers: string[] = [];
         let token = "";
@@ -126,8 +126,8 @@ export function liveAfter(run: MockRun): (node: string) => string {
             if (resource.name.endsWith("-serve") && served) {
                 token = served[1];
             }
-            // The watchdog runs on the first node, spark1 in every unit stack.
-            const onNode = resource.name.includes(`-${node}-`) || (resource.name.endsWith("-watchdog") && node === "spark1");
+            // The watchdog runs on its service's first node (spark1 in the single-model unit stacks).
+            const onNode = resource.name.includes(`-${node}-`) || (resource.name.endsWith("-watchdog") && watchdogNode(resource.name) === node);
             if (name && onNode) {
                 containers.push(JSON.stringify({ name: `/${name}`, id: `${resource.name}-id`, status: "running", running: true, restarting: false, exitCode: 0, restartCount: 0, startedAt: "", labels }));
             }

@@ -33,7 +33,7 @@ import { afterAll, describe, expect, it } from "vitest";
 import { bashCommand, scriptProgram } from "../../components/shell";
 import { ARGS_CHECK } from "../../components/serveArgsCheck";
 import { parseFleetConfig } from "../../infra/core/config";
-import { DEFAULT_CONTAINERS } from "../../infra/core/names";
+import { DEFAULT_CONTAINERS, DEFAULT_SERVICE } from "../../infra/core/names";
 import { PlannedNode, argsCheckKeys, mpRankSpec, vllmServeArgs } from "../../infra/core/plan";
 import { FakeLayout, FakeVllmOptions, writeFakeVllm } from "./fakeVllm";
 import { sparkDuo } from "./stacks";
@@ -53,8 +53,8 @@ const nodes: PlannedNode[] = [
 ];
 /** spark-duo's arguments of `vllm`: the ray executor, and the mp executor's rank 0 and headless rank 1. */
 const RAY = vllmServeArgs(rayConfig, "0.0.0.0");
-const MP0 = [...(mpRankSpec({ config: mpConfig, stack: "spark-duo", containers: DEFAULT_CONTAINERS }, nodes, 0, "r").command ?? [])];
-const MP1 = [...(mpRankSpec({ config: mpConfig, stack: "spark-duo", containers: DEFAULT_CONTAINERS }, nodes, 1, "r").command ?? [])];
+const MP0 = [...(mpRankSpec({ config: mpConfig, stack: "spark-duo", service: DEFAULT_SERVICE, containers: DEFAULT_CONTAINERS }, nodes, 0, "r").command ?? [])];
+const MP1 = [...(mpRankSpec({ config: mpConfig, stack: "spark-duo", service: DEFAULT_SERVICE, containers: DEFAULT_CONTAINERS }, nodes, 1, "r").command ?? [])];
 const KEYS = argsCheckKeys(rayConfig);
 
 /** `args` with the value after `flag` replaced. */

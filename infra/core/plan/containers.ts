@@ -21,10 +21,11 @@ import { networkEnv } from "./network";
 import { PlannedNode } from "./nodes";
 import { apiBindAddress, apiProbeAddress, containerModelPath, vllmServeArgs } from "./serveArgs";
 
-/** What every container of a service is planned from: the settings, the stack, the container names. */
+/** What every container of a service is planned from: the settings (as the service sees them), the stack, the service, the container names. */
 export interface ServiceContext {
     readonly config: FleetConfig;
     readonly stack: string;
+    readonly service: string;
     readonly containers: ServiceContainers;
 }
 
@@ -50,7 +51,7 @@ export function withEnv(spec: ContainerSpec, env: Readonly<Record<string, string
  * Limits, mounts, labels and the restart policy shared by every container that runs vLLM or Ray.
  * `revision` is the reconciliation label (observe.ts): a new one replaces the container.
  */
-function servingBase({ config, stack }: ServiceContext, node: PlannedNode, role: string, revision: string): Omit<ContainerSpec, "name" | "command" | "entrypoint"> {
+function servingBase({ config, stack, service }: ServiceContext, node: PlannedNode, role: string, revision: string): Omit<ContainerSpec, "name" | "command" | "entrypoint"> {
     return {
         image: config.image.name,
         // vLLM's own wait for its engine (600 s by default) must not end a long load before the
@@ -79,7 +80,7 @@ function servingBase({ config, stack }: ServiceContext, node: PlannedNode, role:
         // on SIGTERM, which on-failure takes for a finished job and does not restart at boot; killed,
         // the container counts as failed and comes back. (A stop by hand is never restarted.)
         stopSignal: "SIGKILL",
-        labels: { ...fleetLabels(stack, role), [REVISION_LABEL]: revision },
+        labels: { ...fleetLabels(stack, role, service), [REVISION_LABEL]: revision },
     };
 }
 
@@ -175,7 +176,7 @@ export interface WatchdogScripts {
  * The API key, if any, is added with {@link withEnv} (a secret).
  */
 export function watchdogSpec(context: ServiceContext, scripts: WatchdogScripts, revision: string, head: PlannedNode): ContainerSpec {
-    const { config, stack, containers } = context;
+    const { config, stack, service, containers } = context;
     const { supervision } = config;
     const env: Record<string, string> = {
         WATCHDOG_EXECUTOR: config.executor,
@@ -210,6 +211,6 @@ export function watchdogSpec(context: ServiceContext, scripts: WatchdogScripts, 
         // Unlike the serving containers it restarts without bound: it is small, and it is what
         // bounds the restarts of vLLM.
         restart: "unless-stopped",
-        labels: { ...fleetLabels(stack, "watchdog"), [REVISION_LABEL]: revision },
+        labels: { ...fleetLabels(stack, "watchdog", service), [REVISION_LABEL]: revision },
     };
 }

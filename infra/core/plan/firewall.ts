@@ -38,18 +38,31 @@ export interface FirewallPlan {
     readonly revision: string;
 }
 
-/** Every node's rules with security.firewall; none without. */
-export function planFirewalls(config: FleetConfig, stack: string, revisions: Readonly<Record<string, string>>): FirewallPlan[] {
+/**
+ * Each node's rules (none without security.firewall): SSH and the API port of every service placed
+ * on the node open to all; the internal ports of those services (Ray's, or vLLM's rendezvous) to the
+ * fabric subnet only.
+ */
+export function planFirewalls(
+    config: Pick<FleetConfig, "security" | "nodes" | "fabric">,
+    services: readonly Pick<FleetConfig, "nodes" | "executor" | "ray" | "vllm">[],
+    stack: string,
+    revisions: Readonly<Record<string, string>>,
+): FirewallPlan[] {
     if (!config.security.firewall) {
         return [];
     }
-    return config.nodes.map((node) => ({
-        node: node.name,
-        chain: firewallChain(stack),
-        fabricSubnet: config.fabric.subnet,
-        openPorts: [String(node.port), String(config.vllm.port)],
-        closedPorts: closedPorts(config),
-        marker: firewallMarker(stack),
-        revision: revisions[node.name] ?? "",
-    }));
+    const unique = (values: readonly string[]) => [...new Set(values)];
+    return config.nodes.map((node) => {
+        const placed = services.filter((service) => service.nodes.some((own) => own.name === node.name));
+        return {
+            node: node.name,
+            chain: firewallChain(stack),
+            fabricSubnet: config.fabric.subnet,
+            openPorts: unique([String(node.port), ...placed.map((service) => String(service.vllm.port))]),
+            closedPorts: unique(placed.flatMap(closedPorts)),
+            marker: firewallMarker(stack),
+            revision: revisions[node.name] ?? "",
+        };
+    });
 }

@@ -6,7 +6,7 @@
  * the nodes once they are prepared (image delivered, model downloaded and synced): preflight, then
  * the fit of the model. Pure: tested without hosts or Pulumi.
  */
-import { FleetConfig } from "../config";
+import { FleetConfig, ServiceConfig } from "../config";
 import { managedFlagKeys } from "../config/vllmFlags";
 import { ContainerSpec } from "../containerSpec";
 import { NodeFacts } from "../facts";
@@ -99,35 +99,60 @@ export interface VllmPlan {
     readonly watchdog?: ContainerSpec;
 }
 
-/** Everything the components put on the hosts, for one run. */
-export interface FleetPlan {
-    readonly nodes: readonly PlannedNode[];
-    /** What the nodes' fabric attachments and the host checks (hostChecks.ts) warn about, one line each. */
-    readonly warnings: readonly string[];
+/** One service's part of the plan: its containers, copies, checks, Ray cluster and vLLM. */
+export interface ServicePlan {
+    readonly name: string;
+    /** The service as the config declares it. */
+    readonly service: ServiceConfig;
+    /** The stack's config as this service sees it (config/services.ts serviceConfig). */
+    readonly config: FleetConfig;
     readonly containers: ServiceContainers;
-    readonly firewalls: readonly FirewallPlan[];
-    /** Each node's preparation before its serving containers start (hostPrep); none when off. */
-    readonly hostPrep: readonly HostPrepPlan[];
-    /** From the first node to each other one, over the fabric. */
+    /** The service's nodes, planned, in the stack's order (the first holds the head, rank 0, the API). */
+    readonly nodes: readonly PlannedNode[];
+    /** From the service's first node to each other one, over the fabric. */
     readonly copies: readonly CopyPlan[];
     readonly argsCheck: ArgsCheckPlan;
     readonly ray?: RayPlan;
     readonly vllm: VllmPlan;
+    /** Its serving containers as planned, on each of its nodes (hostPrep's trigger). */
+    readonly servingSpecs: readonly ContainerSpec[];
+}
+
+/** Everything the components put on the hosts, for one run. */
+export interface FleetPlan {
+    /** Every node of the stack. */
+    readonly nodes: readonly PlannedNode[];
+    /** What the nodes' fabric attachments and the host checks (hostChecks.ts) warn about, one line each. */
+    readonly warnings: readonly string[];
+    readonly firewalls: readonly FirewallPlan[];
+    /** Each node's preparation before its serving containers start (hostPrep); none when off. */
+    readonly hostPrep: readonly HostPrepPlan[];
     /**
-     * The compile caches on every node (config `cache`): the serving containers' specs above lack
-     * them; the components add them once the image id is known (cache.ts withCompileCache).
+     * The compile caches on every node (config `cache`): the serving containers' specs lack them;
+     * the components add them once the image id is known (cache.ts withCompileCache).
      */
     readonly cache?: CachePlan;
+    /** Each service, in the config's order. */
+    readonly services: readonly ServicePlan[];
+}
+
+/** What one service is planned from. */
+export interface ServiceInput {
+    /** The stack's config as this service sees it (config/services.ts serviceConfig). */
+    readonly config: FleetConfig;
+    readonly name: string;
+    readonly containers: ServiceContainers;
+    readonly reconciliation: Pick<Reconciliation, "revisions" | "serveToken" | "watchdogRevision" | "servingAlive">;
 }
 
 /** What {@link planFleet} plans from. */
 export interface PlanInput {
+    /** The stack's config. */
     readonly config: FleetConfig;
     readonly stack: string;
-    readonly containers: ServiceContainers;
-    /** Each node and its facts as the read at the start of the run found them, in config order. */
+    /** Each node of the stack and its facts as the read at the start of the run found them, in config order. */
     readonly nodes: readonly ObservedNode[];
-    readonly reconciliation: Pick<Reconciliation, "revisions" | "serveToken" | "watchdogRevision" | "servingAlive">;
+    readonly services: readonly ServiceInput[];
     /** Revisions of each node's firewall rules (observe.ts firewallRevisions). */
     readonly firewallRevisions: Readonly<Record<string, string>>;
     /** The watchdog's program (components/scripts/watchdog.py). */
@@ -153,18 +178,53 @@ export function argsCheckKeys(config: Pick<FleetConfig, "vllm">): string[] {
  * (fabric.ts), or when a host check set to refuse fires (hostChecks.ts): before anything is registered.
  */
 export function planFleet(input: PlanInput): FleetPlan {
-    const { config, stack, containers, reconciliation } = input;
-    const context: ServiceContext = { config, stack, containers };
+    const { config, stack } = input;
     const nodes = planNodes(config, input.nodes);
+    const byName = new Map(nodes.map((node) => [node.name, node]));
+    const servicesOn = (node: string) => input.services.filter((service) => service.config.nodes.some((own) => own.name === node));
     const hostWarnings = enforceHostChecks(
         config,
         input.nodes.map((node, index) => ({
             name: node.name,
             facts: node.facts,
             fabricInterface: nodes[index].fabric.interface,
-            servingAlive: reconciliation.servingAlive.includes(node.name),
+            servingAlive: servicesOn(node.name).some((service) => service.reconciliation.servingAlive.includes(node.name)),
+            // The single-model form's check names its key; with services, what they take together.
+            gpuMemoryUtilization:
+                input.services.length === 1 ? undefined : servicesOn(node.name).reduce((sum, service) => sum + service.config.vllm.gpuMemoryUtilization, 0),
         })),
     );
+    const services = input.services.map((service) =>
+        planService(
+            service,
+            service.config.nodes.map((node) => byName.get(node.name)!),
+            stack,
+            { watchdog: input.watchdogScript, lifecycle: input.lifecycleScript },
+        ),
+    );
+    return {
+        nodes,
+        warnings: [...fabricWarnings(config, nodes), ...hostWarnings],
+        firewalls: planFirewalls(
+            config,
+            input.services.map((service) => service.config),
+            stack,
+            input.firewallRevisions,
+        ),
+        hostPrep: planHostPrep(
+            config,
+            nodes.map((node) => node.name),
+            services.flatMap((service) => service.servingSpecs),
+        ),
+        cache: planCache(config, stack),
+        services,
+    };
+}
+
+/** One service's plan, on its nodes. */
+function planService(input: ServiceInput, nodes: readonly PlannedNode[], stack: string, scripts: { readonly watchdog: string; readonly lifecycle: string }): ServicePlan {
+    const { config, containers, reconciliation } = input;
+    const context: ServiceContext = { config, stack, service: input.name, containers };
     const head = nodes[0];
     const serving = servingContainer(containers, config.executor);
     const removeFirst = [containers.ray, containers.vllm];
@@ -180,15 +240,11 @@ export function planFleet(input: PlanInput): FleetPlan {
     const hostOf = (address: string) => (address.includes(":") ? `[${address}]` : address);
     const endpointHost = config.vllm.host === "fabric" ? head.fabric.ip : hostOf(config.nodes[0].host);
     return {
-        nodes,
-        warnings: [...fabricWarnings(config, nodes), ...hostWarnings],
+        name: input.name,
+        service: config.services[0],
+        config,
         containers,
-        firewalls: planFirewalls(config, stack, input.firewallRevisions),
-        hostPrep: planHostPrep(
-            config,
-            nodes.map((node) => node.name),
-            (rayNodes ?? ranks ?? []).map((planned) => planned.spec),
-        ),
+        nodes,
         copies: nodes.slice(1).map((node) => ({ source: head.name, sourceIp: head.fabric.ip, target: node.name, targetIp: node.fabric.ip })),
         argsCheck: {
             node: head.name,
@@ -226,7 +282,7 @@ export function planFleet(input: PlanInput): FleetPlan {
                 config.executor === "ray"
                     ? {
                           container: containers.ray,
-                          lifecycle: input.lifecycleScript,
+                          lifecycle: scripts.lifecycle,
                           args: headArgs,
                           argsFile: RAY_SERVE_ARGS_FILE,
                           logFile: RAY_SERVE_LOG,
@@ -240,9 +296,9 @@ export function planFleet(input: PlanInput): FleetPlan {
             ranks,
             removeFirst,
             fabricChecks: nodes.map((node) => ({ node: node.name, container: serving, executor: config.executor, policy: transportPolicy(config, node), hint: transportHint(config, node) })),
-            watchdog: config.supervision.watchdog ? watchdogSpec(context, { watchdog: input.watchdogScript, lifecycle: input.lifecycleScript }, reconciliation.watchdogRevision, head) : undefined,
+            watchdog: config.supervision.watchdog ? watchdogSpec(context, scripts, reconciliation.watchdogRevision, head) : undefined,
         },
-        cache: planCache(config, stack),
+        servingSpecs: (rayNodes ?? ranks ?? []).map((planned) => planned.spec),
     };
 }
 

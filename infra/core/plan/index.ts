@@ -11,3 +11,4 @@ export * from "./network";
 export * from "./nodes";
 export * from "./serveArgs";
 export * from "./cache";
+export * from "./budgets";
