@@ -6,10 +6,11 @@
  */
 import { Workspace } from "@pulumi/pulumi/automation";
 import { observeOverSsh } from "../components/observer";
-import { CONFIG_KEYS, CONFIG_NAMESPACE, parseFleetConfig } from "../infra/core/config";
+import { CONFIG_KEYS, CONFIG_NAMESPACE, parseFleetConfig, serviceConfig } from "../infra/core/config";
 import { findProjectRoot } from "../infra/core/project";
 import { rawConfigValues, resolvePrivateKeyText } from "../infra/core/config/stackValues";
-import { DEFAULT_CONTAINERS } from "../infra/core/names";
+import { serviceContainers } from "../infra/core/names";
+import { ofService } from "../infra/core/observe";
 import { runCommand } from "./command";
 import { projectStack } from "./stack";
 import { ImageReport, StatusReport, statusReport } from "./statusReport";
@@ -22,9 +23,24 @@ export async function stackStatus(workspace: Workspace, stackName: string): Prom
     const config = parseFleetConfig(raw);
     const secret = values[`${CONFIG_NAMESPACE}:sshPrivateKey`]?.value;
     const { privateKey, privateKeyPath } = resolvePrivateKeyText(config, secret, root);
-    const observations = await observeOverSsh(config, { privateKey, privateKeyPath, stack: stackName, containers: DEFAULT_CONTAINERS }, { rayNodes: true });
     const outputs = await workspace.stackOutputs(stackName);
-    return statusReport(config, observations, DEFAULT_CONTAINERS, outputs.image?.value as ImageReport | undefined);
+    const images = (outputs.services?.value ?? {}) as Record<string, { image?: ImageReport }>;
+    // Each service read and reported on its own nodes, one after the other (over each node's shared connection).
+    const reports: StatusReport[] = [];
+    for (const service of config.services) {
+        const view = serviceConfig(config, service);
+        const containers = serviceContainers(service.name);
+        const observations = await observeOverSsh(view, { privateKey, privateKeyPath, stack: stackName, containers }, { rayNodes: true });
+        const image = images[service.name]?.image ?? (config.services.length === 1 ? (outputs.image?.value as ImageReport | undefined) : undefined);
+        reports.push(statusReport(view, observations.map((observation) => ofService(observation, containers)), containers, image));
+    }
+    if (reports.length === 1) {
+        return reports[0];
+    }
+    return {
+        text: reports.map((report, index) => `service ${config.services[index].name}\n${report.text.replace(/^/gm, "  ")}`).join("\n"),
+        serving: reports.every((report) => report.serving),
+    };
 }
 
 async function main(argv: readonly string[]): Promise<number> {

@@ -485,6 +485,23 @@ describe("the command line", () => {
         expect(await resolveTarget(args(["--stack", "sim"]), env, noKey)).toMatchObject({ apiKey: "env-key", apiKeySource: "env VLLM_API_KEY" });
         const notDeployed = async () => ({ stack: "sim" });
         await expect(resolveTarget(args(["--stack", "sim"]), env, notDeployed)).rejects.toThrow("stack sim has no output endpoint (is it deployed?); give --endpoint URL");
+
+        // A stack of services: --service takes that service's endpoint and model.
+        const fleet = async () => ({
+            stack: "fleet",
+            endpoint: "http://n1:8000/v1",
+            apiKey: "fleet-key",
+            services: { big: { endpoint: "http://n1:8000/v1", model: "big" }, coder: { endpoint: "http://n3:8001/v1", model: "coder" } },
+        });
+        expect(await resolveTarget(args(["--service", "coder"]), env, fleet)).toEqual({
+            endpoint: "http://n3:8001/v1",
+            model: "coder",
+            apiKey: "fleet-key",
+            apiKeySource: "stack fleet output apiKey",
+            stack: "fleet",
+        });
+        expect(await resolveTarget(args(["--service", "coder", "--model", "other"]), env, fleet)).toMatchObject({ endpoint: "http://n3:8001/v1", model: "other" });
+        await expect(resolveTarget(args(["--service", "chat"]), env, fleet)).rejects.toThrow("--service: stack fleet has no service chat; expected one of: big, coder");
     });
 });
 

@@ -8,6 +8,8 @@ export interface LoadtestArgs {
     readonly endpoint?: string;
     readonly stack?: string;
     readonly model?: string;
+    /** A service of the stack (its output `services`): its endpoint and model. */
+    readonly service?: string;
     readonly api: LoadtestApi;
     readonly concurrency: number;
     readonly requests: number;
@@ -24,6 +26,7 @@ export const LOADTEST_USAGE = `usage: npm run loadtest -- [options]
   --endpoint URL       the API's base, e.g. http://10.1.230.180:8000/v1 (default: the stack's output endpoint)
   --stack NAME         the Pulumi stack for the endpoint and the key (default: the selected stack)
   --model NAME         default: the first model GET /v1/models lists
+  --service NAME       a service of the stack: its endpoint and its model (a stack of several)
   --api completions|chat   the route (default completions)
   --concurrency C      requests in flight at the second level (default ${DEFAULT_CONCURRENCY}); the first is 1
   --requests N         requests per level (default ${DEFAULT_REQUESTS})
@@ -34,7 +37,7 @@ export const LOADTEST_USAGE = `usage: npm run loadtest -- [options]
   --api-key-env NAME   read the API key from this variable (default: the stack's secret
                        output apiKey, else VLLM_API_KEY)`;
 
-const VALUE_FLAGS = ["--endpoint", "--stack", "--model", "--api", "--concurrency", "--requests", "--max-tokens", "--prompt", "--timeout", "--out", "--api-key-env"] as const;
+const VALUE_FLAGS = ["--endpoint", "--stack", "--model", "--service", "--api", "--concurrency", "--requests", "--max-tokens", "--prompt", "--timeout", "--out", "--api-key-env"] as const;
 
 /** Parses the command line; relative `--out` is resolved against `cwd`. Throws naming the flag. */
 export function parseLoadtestArgs(argv: readonly string[], cwd: string): LoadtestArgs {
@@ -104,6 +107,7 @@ export function parseLoadtestArgs(argv: readonly string[], cwd: string): Loadtes
         endpoint,
         stack: text("--stack"),
         model: text("--model"),
+        service: text("--service"),
         api,
         concurrency: integer("--concurrency", DEFAULT_CONCURRENCY),
         requests: integer("--requests", DEFAULT_REQUESTS),

@@ -38,7 +38,7 @@ async function main(argv: readonly string[]): Promise<number> {
     let done = 0;
     const report = await runLoadtest({
         endpoint: target.endpoint,
-        model: args.model,
+        model: target.model,
         apiKey: target.apiKey,
         apiKeySource: target.apiKeySource,
         api: args.api,

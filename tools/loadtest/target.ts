@@ -8,6 +8,8 @@ export interface StackTarget {
     readonly endpoint?: string;
     /** Its output apiKey. */
     readonly apiKey?: string;
+    /** Its output services: each service's endpoint and model. */
+    readonly services?: Readonly<Record<string, { readonly endpoint: string; readonly model: string }>>;
 }
 
 /**
@@ -29,7 +31,7 @@ export async function readStackTarget(stackName?: string): Promise<StackTarget> 
         throw new Error(`stack ${stack}: ${said ?? (error as Error).message}`);
     }
     const text = (value: unknown) => (typeof value === "string" && value !== "" ? value : undefined);
-    return { stack, endpoint: text(outputs.endpoint?.value), apiKey: text(outputs.apiKey?.value) };
+    return { stack, endpoint: text(outputs.endpoint?.value), apiKey: text(outputs.apiKey?.value), services: outputs.services?.value };
 }
 
 /**
@@ -41,19 +43,25 @@ export async function resolveTarget(
     args: LoadtestArgs,
     env: NodeJS.ProcessEnv,
     readStack: (stack?: string) => Promise<StackTarget> = readStackTarget,
-): Promise<{ endpoint: string; apiKey?: string; apiKeySource: string; stack?: string }> {
-    const target = args.stack !== undefined || args.endpoint === undefined ? await readStack(args.stack) : undefined;
-    const endpoint = args.endpoint ?? target?.endpoint;
+): Promise<{ endpoint: string; model?: string; apiKey?: string; apiKeySource: string; stack?: string }> {
+    const target = args.stack !== undefined || args.endpoint === undefined || args.service !== undefined ? await readStack(args.stack) : undefined;
+    const service = args.service === undefined ? undefined : target?.services?.[args.service];
+    if (args.service !== undefined && !service) {
+        const known = Object.keys(target?.services ?? {});
+        throw new Error(`--service: stack ${target?.stack} has no service ${args.service}; expected one of: ${known.join(", ") || "(none: is it deployed?)"}`);
+    }
+    const endpoint = args.endpoint ?? service?.endpoint ?? target?.endpoint;
+    const model = args.model ?? service?.model;
     if (!endpoint) {
         throw new Error(`stack ${target?.stack} has no output endpoint (is it deployed?); give --endpoint URL`);
     }
     const named = args.apiKeyEnv === undefined ? undefined : env[args.apiKeyEnv];
     if (args.apiKeyEnv !== undefined && named) {
-        return { endpoint, apiKey: named, apiKeySource: `env ${args.apiKeyEnv}`, stack: target?.stack };
+        return { endpoint, model, apiKey: named, apiKeySource: `env ${args.apiKeyEnv}`, stack: target?.stack };
     }
     if (target?.apiKey) {
-        return { endpoint, apiKey: target.apiKey, apiKeySource: `stack ${target.stack} output apiKey`, stack: target.stack };
+        return { endpoint, model, apiKey: target.apiKey, apiKeySource: `stack ${target.stack} output apiKey`, stack: target.stack };
     }
     const fallback = args.apiKeyEnv ?? "VLLM_API_KEY";
-    return env[fallback] ? { endpoint, apiKey: env[fallback], apiKeySource: `env ${fallback}`, stack: target?.stack } : { endpoint, apiKeySource: "none", stack: target?.stack };
+    return env[fallback] ? { endpoint, model, apiKey: env[fallback], apiKeySource: `env ${fallback}`, stack: target?.stack } : { endpoint, model, apiKeySource: "none", stack: target?.stack };
 }
