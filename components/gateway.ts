@@ -61,6 +61,10 @@ export class Gateway extends pulumi.ComponentResource {
             },
             { parent: this, dependsOn: [container.resource] },
         );
+        if (plan.watchdog) {
+            // Started once the gateway serves (it must not race the first registration).
+            realizeContainer(args.containerDriver, args.runner, `${name}-watchdog`, node, pulumi.output(plan.watchdog), { parent: this, dependsOn: [ready.resource] }, { watchSeconds: 0 });
+        }
         this.endpoint = pulumi.output(plan.endpoint);
         this.routes = pulumi.output(Object.fromEntries(plan.routes.map((route) => [route.model, route.url])));
         this.completions = ready.stdout.apply((stdout) =>

@@ -63,9 +63,9 @@ const GATEWAY = { node: "spark3", port: 4000 };
 /** The gateway's container, named after the stack. */
 const GATEWAY_CONTAINER = "spark3/vllm-fleet-gateway-e2e-fleet";
 
-/** `ids` without the gateway's container. */
+/** `ids` without the gateway's containers (the router and its watchdog). */
 function withoutGateway(ids: Record<string, string>): Record<string, string> {
-    return Object.fromEntries(Object.entries(ids).filter(([name]) => name !== GATEWAY_CONTAINER));
+    return Object.fromEntries(Object.entries(ids).filter(([name]) => !name.startsWith(GATEWAY_CONTAINER)));
 }
 
 /** The resources of the gateway in a preview (its component's children). */
@@ -142,6 +142,7 @@ describe("a fleet of three services on four simulated Sparks", () => {
             "spark3/vllm-fleet-coder-vllm",
             "spark3/vllm-fleet-coder-watchdog",
             GATEWAY_CONTAINER,
+            `${GATEWAY_CONTAINER}-watchdog`,
             "spark4/vllm-fleet-coder-vllm",
         ]);
     });
@@ -204,6 +205,7 @@ describe("a fleet of three services on four simulated Sparks", () => {
         expect({ ...idsOf(after, "big"), ...idsOf(after, "small") }).toEqual({ ...idsOf(before, "big"), ...idsOf(before, "small") });
         // The routes did not change (same models, same endpoints): the gateway stays.
         expect(after[GATEWAY_CONTAINER]).toBe(before[GATEWAY_CONTAINER]);
+        expect(after[`${GATEWAY_CONTAINER}-watchdog`]).toBe(before[`${GATEWAY_CONTAINER}-watchdog`]);
         await expectGatewayServing(up.outputs.services.value, up.outputs.gatewayEndpoint.value, up.outputs.apiKey.value, ["big", "coder", "small"]);
         expect(idsOf(after, "coder")["spark3/vllm-fleet-coder-vllm"]).not.toBe(idsOf(before, "coder")["spark3/vllm-fleet-coder-vllm"]);
         await expectServing(up.outputs.services.value, up.outputs.apiKey.value, ["big", "coder", "small"]);

@@ -136,8 +136,18 @@ describe("the gateway in the program (mocks)", async () => {
         expect(String(unsecret(two.byName("gateway-ready").inputs.create))).toContain("MODELS=('big' 'coder')");
     });
 
+    it("has a watchdog beside it that checks its routes in the router, started once it serves", () => {
+        const program = String(unsecret(two.byName("gateway-watchdog").inputs.create));
+        expect(program).toContain("NAME='vllm-fleet-gateway-unit-watchdog'");
+        expect(program).toContain("WATCHDOG_EXECUTOR=gateway");
+        expect(program).toContain("WATCHDOG_CONTAINER=vllm-fleet-gateway-unit");
+        expect(program).toContain('WATCHDOG_ROUTES=[{"model":"big","url":"http://192.168.200.12:8000"},{"model":"coder","url":"http://192.168.200.14:8001"}]');
+        expect(two.byName("gateway-watchdog").dependencies).toContain(two.byName("gateway-ready").urn);
+    });
+
     it("keeps its container when a service changes but its routes do not", () => {
         expect(inputsOf(longer, "gateway-container")).toBe(inputsOf(three, "gateway-container"));
+        expect(inputsOf(longer, "gateway-watchdog")).toBe(inputsOf(three, "gateway-watchdog"));
         expect(inputsOf(longer, "gateway-ready")).toBe(inputsOf(three, "gateway-ready"));
     });
 

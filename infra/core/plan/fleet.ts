@@ -228,7 +228,7 @@ export function planFleet(input: PlanInput): FleetPlan {
             stack,
             nodes,
             services.map((service) => ({ name: service.name, servedNames: [service.vllm.modelId], apiAddress: service.nodes[0].fabric.ip, port: service.config.vllm.port })),
-            { launcher: input.gatewayScript ?? "" },
+            { launcher: input.gatewayScript ?? "", watchdog: input.watchdogScript },
         ),
     };
 }

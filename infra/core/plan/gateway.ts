@@ -60,12 +60,19 @@ export interface GatewayPlan {
     /** The container (without the API key: added where it is known, as VLLM_API_KEY). */
     readonly spec: ContainerSpec;
     readonly ready: { readonly container: string; readonly port: number; readonly models: readonly string[]; readonly timeoutSeconds: number };
+    /** The watchdog of the gateway (watchdog.py, executor gateway) beside it, when supervision.watchdog. */
+    readonly watchdog?: ContainerSpec;
 }
 
 /** What the gateway's container runs: the launcher (components/scripts/gateway.py). */
 export interface GatewayScripts {
     readonly launcher: string;
+    /** components/scripts/watchdog.py, which watches the gateway too (its executor `gateway`). */
+    readonly watchdog: string;
 }
+
+/** How long a (re)started router may go without its routes before the watchdog counts it failing. */
+const GATEWAY_STARTUP_GRACE_SECONDS = 60;
 
 /**
  * The gateway's plan, when the stack has one. The routes are in the container's environment, so a
@@ -88,13 +95,15 @@ export function planGateway(
     const node = config.nodes.find((entry) => entry.name === gateway.node)!;
     const host = node.host.includes(":") ? `[${node.host}]` : node.host;
     const container = gatewayContainer(stack);
+    const routeList = JSON.stringify(routes.map((route) => ({ model: route.model, url: route.url })));
+    const { supervision } = config;
     const spec: ContainerSpec = {
         name: container,
         image: gateway.image.name,
         ...runs(["python3", "-c", scripts.launcher]),
         env: {
             GATEWAY_PORT: String(gateway.port),
-            GATEWAY_ROUTES: JSON.stringify(routes.map((route) => ({ model: route.model, url: route.url }))),
+            GATEWAY_ROUTES: routeList,
         },
         mounts: [],
         networkHost: true,
@@ -114,5 +123,32 @@ export function planGateway(
         image: gateway.image,
         spec,
         ready: { container, port: gateway.port, models: routes.map((route) => route.model), timeoutSeconds: config.timeouts.vllmReadySeconds },
+        watchdog: supervision.watchdog
+            ? {
+                  name: `${container}-watchdog`,
+                  image: gateway.image.name,
+                  ...runs(["python3", "-c", scripts.watchdog]),
+                  // It asks the router's admin API for the routes (no completion: a service that is
+                  // down is its own watchdog's) and restarts the gateway's container when they stay missing.
+                  env: {
+                      WATCHDOG_EXECUTOR: "gateway",
+                      WATCHDOG_CONTAINER: container,
+                      WATCHDOG_HOST: "127.0.0.1",
+                      WATCHDOG_PORT: String(gateway.port),
+                      WATCHDOG_ROUTES: routeList,
+                      WATCHDOG_INTERVAL: String(supervision.probeIntervalSeconds),
+                      WATCHDOG_FAILURES: String(supervision.failuresBeforeRestart),
+                      WATCHDOG_STARTUP_GRACE: String(GATEWAY_STARTUP_GRACE_SECONDS),
+                      WATCHDOG_MAX_RESTARTS: String(supervision.maxRestarts),
+                      WATCHDOG_WINDOW: String(supervision.restartWindowSeconds),
+                  },
+                  mounts: [{ source: "/var/run/docker.sock", target: "/var/run/docker.sock", readOnly: false }],
+                  networkHost: true,
+                  ipcHost: false,
+                  ulimits: [],
+                  restart: "unless-stopped",
+                  labels: fleetLabels(stack, "gateway-watchdog"),
+              }
+            : undefined,
     };
 }
