@@ -14,6 +14,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Stack } from "@pulumi/pulumi/automation";
+import { stackStatus } from "../../tools/status";
 import { SimCluster, complete, onNode, simDeployment, tearDown } from "./simCluster";
 import { TINY_MODEL_DIR } from "./simCluster";
 
@@ -241,6 +242,12 @@ describe("a fleet of three services on four simulated Sparks", () => {
         // The router's first try fails (500), then its circuit for coder's worker is open (503).
         expect(coder.every((status) => status >= 500), coder.join(" ")).toBe(true);
         expect(coder.slice(1).every((status) => status === 503), coder.join(" ")).toBe(true);
+        // npm run status: the gateway's row, each route up or down.
+        const status = await stackStatus(stack.workspace, name);
+        expect(status.text).toContain(`gateway on spark3: ${endpoint}`);
+        expect(status.text).toMatch(/big-moe -> service big \S+: registered, up/);
+        expect(status.text).toMatch(/coder-moe -> service coder \S+: registered, DOWN \(HTTP 503/);
+        expect(status.serving).toBe(false);
         await stack.destroy();
         for (const node of cluster.nodes) {
             expect(onNode(node, "docker ps -aq").trim()).toBe("");
