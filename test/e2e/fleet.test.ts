@@ -148,7 +148,7 @@ describe("a fleet of three services on four simulated Sparks", () => {
         ]);
     });
 
-    it("serves both models through the gateway on spark3: by model, with the key only, streaming passed through", async () => {
+    it("serves both models through the gateway on spark3: by model, with the key only, 404 for an unknown model, streaming passed through", async () => {
         const outputs = await stack.outputs();
         const gatewayEndpoint = outputs.gatewayEndpoint.value as string;
         const apiKey = outputs.apiKey.value as string;
@@ -165,6 +165,8 @@ describe("a fleet of three services on four simulated Sparks", () => {
             body: JSON.stringify({ model: "big-moe", prompt: "Hello", max_tokens: 4 }),
         });
         expect(keyless.status).toBe(401);
+        // A model no service serves: the router hands it to a service, whose vLLM answers 404.
+        expect(await gatewayStatus(gatewayEndpoint, "no-such-model", apiKey)).toBe(404);
         // Streaming: server-sent events arrive through the gateway, ending with [DONE].
         const streamed = await fetch(`${gatewayEndpoint}/completions`, {
             method: "POST",
