@@ -306,10 +306,14 @@ export async function fleetProgram(observe: Observer = observeOverSsh): Promise<
     for (const service of reading) {
         reads.push(await observe(service.config, { privateKey: secret, privateKeyPath, stack, containers: service.containers }));
     }
+    // A node no service runs on (the gateway's, say) is read too, as the first service's view of it.
+    const unread = config.nodes.filter((node) => !reads.flat().some((observation) => observation.node === node.name));
+    const extraReads =
+        unread.length > 0 ? await observe({ ...reading[0].config, nodes: unread }, { privateKey: secret, privateKeyPath, stack, containers: reading[0].containers }) : [];
     // Another stack's containers on these nodes: refused before anything is registered.
-    checkOwnership(stack, reads.flat());
+    checkOwnership(stack, [...reads.flat(), ...extraReads]);
     // Each node of the stack as the first service placed on it read it.
-    const stackNodes = config.nodes.map((node) => reads.flat().find((observation) => observation.node === node.name)!);
+    const stackNodes = config.nodes.map((node) => [...reads.flat(), ...extraReads].find((observation) => observation.node === node.name)!);
     // Each service's share of the memory of the nodes it shares (none shared: its own or the default).
     const budgets = planServiceBudgets(config, (node) => stackNodes.find((observation) => observation.node === node)!.facts);
     if (budgets.description) {
