@@ -59,6 +59,7 @@ describe("the gateway's config", () => {
         ["sshd's port", fleet([BIG, CODER], { ...GATEWAY, port: 22 }), "vllm-fleet:gateway.port", "the SSH port of spark3"],
         ["the router's metrics port", fleet([BIG, CODER], { ...GATEWAY, port: 29000 }), "vllm-fleet:gateway.port", "the router's metrics port (29000)"],
         ["a copy of an image no service has", fleet([BIG, CODER], { ...GATEWAY, image: { name: "vllm/vllm-router:0.1.17", source: "copy" } }), "vllm-fleet:gateway.image.source", "no service uses vllm/vllm-router:0.1.17"],
+        ["one model name served by two services behind it", fleet([BIG, { ...CODER, model: model("big") }]), "vllm-fleet:services[1].model.servedName", "a name other than that of vllm-fleet:services[0] (big)"],
         ["a key it does not have", fleet([BIG, CODER], { ...GATEWAY, prot: 4000 }), "vllm-fleet:gateway.prot", "port"],
     ])("refuses %s, naming the key", (_what, raw, key, expected) => {
         it("in one line", () => {
