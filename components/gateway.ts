@@ -2,7 +2,8 @@
  * The gateway: one endpoint for every service of the stack, on the node gateway.node names.
  * vllm-router (the vLLM project's router) in its inference-gateway mode routes each request by its
  * `model` to the service that serves it; the launcher (scripts/gateway.py) only starts it and keeps
- * the routes registered. Ready when every model answers a completion through it.
+ * the routes registered, as a step of the stack gives them to it (scripts/gateway-routes.sh). Ready
+ * when every model answers a completion through it.
  */
 import * as pulumi from "@pulumi/pulumi";
 import { GatewayPlan, withEnv } from "../infra/core/plan";
@@ -42,6 +43,24 @@ export class Gateway extends pulumi.ComponentResource {
         const apiKey = pulumi.output(args.apiKey ?? "");
         const spec = apiKey.apply((key) => (key ? withEnv(plan.spec, { VLLM_API_KEY: key }) : plan.spec));
         const container = realizeContainer(args.containerDriver, args.runner, `${name}-container`, node, spec, { parent: this, dependsOn: [...args.after] });
+        // The routes, given to the running router: a new route set is applied in place (the
+        // container stays); a new container gets them again.
+        const routes = hostCommand(
+            args.runner,
+            `${name}-routes`,
+            {
+                connection: node.connection,
+                create: scriptProgram("gateway-routes", {
+                    CONTAINER: plan.routesStep.container,
+                    PORT: plan.routesStep.port,
+                    ROUTES_FILE: plan.routesStep.file,
+                    ROUTES_JSON: plan.routesStep.json,
+                    TIMEOUT: plan.routesStep.timeoutSeconds,
+                }),
+                triggers: [container.revision],
+            },
+            { parent: this, dependsOn: [container.resource] },
+        );
         const ready = hostCommand(
             args.runner,
             `${name}-ready`,
@@ -56,10 +75,10 @@ export class Gateway extends pulumi.ComponentResource {
                         API_KEY: key,
                     }),
                 ),
-                // A new container is a new router: its routes are checked again.
-                triggers: [container.revision],
+                // A new container is a new router: its routes are checked again, as are new routes.
+                triggers: [container.revision, routes.stdout],
             },
-            { parent: this, dependsOn: [container.resource] },
+            { parent: this, dependsOn: [routes.resource] },
         );
         if (plan.watchdog) {
             // Started once the gateway serves (it must not race the first registration).

@@ -24,7 +24,7 @@ mounted), probes vLLM where it listens (WATCHDOG_HOST) and, when the server stop
   that is down is its own watchdog's, and the router answers 503 for its model meanwhile). After
   WATCHDOG_FAILURES failed probes in a row (a router that no longer answers, routes the launcher
   could not register again) the watchdog restarts the gateway's container, whose launcher then
-  registers the routes again.
+  registers the routes again (from the routes file in the container, which a restart keeps).
 
 A serving container that does not run at all is left to Docker's restart policy: the watchdog only
 logs it. So is one that is paused (it is held by whoever paused it) or restarting (Docker counts both

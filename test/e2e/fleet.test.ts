@@ -8,8 +8,9 @@
  * - small removed: only small's containers go.
  * - the gateway on spark3 (vllm-router, from its published wheel in the workload image): each
  *   model through it from every rank of its service, /v1/models listing all, a request without the
- *   key refused, streaming passed through; its container kept when a service changes but not its
- *   routes, replaced when the routes change; a stopped service answers 503 for its model only.
+ *   key refused, streaming passed through; its container kept when a service changes and when its
+ *   routes change (they are given to the running router); a stopped service answers 503 for its
+ *   model only.
  * Real SSH, Docker, Ray and vllm-router; the GPU, the fabric link and vLLM are stand-ins.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -200,7 +201,7 @@ describe("a fleet of three services on four simulated Sparks", () => {
         expect(await workers()).toEqual(declared);
     });
 
-    it("adds small beside big on spark1: the preview creates small's only, and no other container changes", async () => {
+    it("adds small beside big on spark1: the preview creates small's only, and no other container changes, the gateway's neither", async () => {
         const before = containerIds(cluster, name);
         await setServices([BIG, CODER, SMALL]);
         const changes = await previewChanges(stack);
@@ -208,7 +209,9 @@ describe("a fleet of three services on four simulated Sparks", () => {
         const others = (list: string[] | undefined) => (list ?? []).filter((resource) => !isGatewayResource(resource) && resource !== "default");
         expect(Object.keys(changes).filter((op) => others(changes[op]).length > 0)).toEqual(["create"]);
         expect(changes.create.every((resource) => resource.startsWith("small-") || resource === "spark1-small-image"), changes.create.join(" ")).toBe(true);
-        expect(changes.replace ?? changes["create-replacement"] ?? [], "the gateway's container, for its new route").toContain("gateway-container");
+        // The gateway's new route is given to the running router: its container is not in the preview.
+        expect(Object.values(changes).flat()).not.toContain("gateway-container");
+        expect(changes.update ?? [], "the gateway's routes, in place").toContain("gateway-routes");
         const up = await stack.up();
         expect(up.summary.result).toBe("succeeded");
         await expectServing(up.outputs.services.value, up.outputs.apiKey.value, ["big", "coder", "small"]);
@@ -216,6 +219,7 @@ describe("a fleet of three services on four simulated Sparks", () => {
         const after = containerIds(cluster, name);
         expect(Object.keys(idsOf(after, "small")).sort()).toEqual(["spark1/vllm-fleet-small-vllm", "spark1/vllm-fleet-small-watchdog"]);
         expect({ ...idsOf(after, "big"), ...idsOf(after, "coder") }).toEqual({ ...idsOf(before, "big"), ...idsOf(before, "coder") });
+        expect(after[GATEWAY_CONTAINER], "the gateway's container, kept with a new route").toBe(before[GATEWAY_CONTAINER]);
     });
 
     it("changes coder's maxModelLen: coder's containers are replaced, big's, small's and the gateway's keep their ids", async () => {
@@ -244,6 +248,7 @@ describe("a fleet of three services on four simulated Sparks", () => {
         const after = containerIds(cluster, name);
         expect(idsOf(after, "small")).toEqual({});
         expect(withoutGateway(after)).toEqual({ ...idsOf(before, "big"), ...idsOf(before, "coder") });
+        expect(after[GATEWAY_CONTAINER], "the gateway's container, kept with a route less").toBe(before[GATEWAY_CONTAINER]);
         await expectGatewayServing(up.outputs.services.value, up.outputs.gatewayEndpoint.value, up.outputs.apiKey.value, ["big", "coder"]);
         await expectServing(up.outputs.services.value, up.outputs.apiKey.value, ["big", "coder"]);
     });

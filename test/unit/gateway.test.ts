@@ -118,8 +118,13 @@ describe("the gateway in the program (mocks)", async () => {
         expect(program).toContain(`'--label' '${ROLE_LABEL}=gateway'`);
         expect(program).toContain("'vllm/vllm-router:0.1.17'");
         expect(program).toContain("vllm-router");
-        // Its routes, in its environment.
-        expect(program).toContain('GATEWAY_ROUTES=[{"model":"big","url":"http://192.168.200.12:8000"},{"model":"coder","url":"http://192.168.200.14:8001"}]');
+        // Its routes are not in its spec: a step gives them to the running container.
+        expect(program).not.toContain("192.168.200.12:8000");
+        const routes = String(unsecret(two.byName("gateway-routes").inputs.create));
+        expect(routes).toContain(`ROUTES_JSON='[{"model":"big","url":"http://192.168.200.12:8000"},{"model":"coder","url":"http://192.168.200.14:8001"}]'`);
+        expect(routes).toContain("CONTAINER='vllm-fleet-gateway-unit'");
+        expect(two.byName("gateway-routes").dependencies).toContain(two.byName("gateway-container").urn);
+        expect(two.byName("gateway-ready").dependencies).toContain(two.byName("gateway-routes").urn);
     });
 
     it("keeps the API key off every command line: the container and the readiness gate take it by name", () => {
@@ -146,15 +151,18 @@ describe("the gateway in the program (mocks)", async () => {
         expect(two.byName("gateway-watchdog").dependencies).toContain(two.byName("gateway-ready").urn);
     });
 
-    it("keeps its container when a service changes but its routes do not", () => {
+    it("keeps everything of its own when a service changes but its routes do not", () => {
         expect(inputsOf(longer, "gateway-container")).toBe(inputsOf(three, "gateway-container"));
+        expect(inputsOf(longer, "gateway-routes")).toBe(inputsOf(three, "gateway-routes"));
         expect(inputsOf(longer, "gateway-watchdog")).toBe(inputsOf(three, "gateway-watchdog"));
         expect(inputsOf(longer, "gateway-ready")).toBe(inputsOf(three, "gateway-ready"));
     });
 
-    it("makes a new container when the routes change (a service added)", () => {
-        expect(inputsOf(three, "gateway-container")).not.toBe(inputsOf(two, "gateway-container"));
-        expect(String(unsecret(three.byName("gateway-container").inputs.create))).toContain('{"model":"small","url":"http://192.168.200.12:8002"}');
+    it("keeps its container when the routes change (a service added): the new route set is given to it in place", () => {
+        expect(inputsOf(three, "gateway-container")).toBe(inputsOf(two, "gateway-container"));
+        expect(String(unsecret(three.byName("gateway-routes").inputs.create))).toContain('{"model":"small","url":"http://192.168.200.12:8002"}');
+        // The watchdog carries the routes it checks: it is the one container a new route set replaces.
+        expect(inputsOf(three, "gateway-watchdog")).not.toBe(inputsOf(two, "gateway-watchdog"));
     });
 
     it("puts out the gateway's endpoint and routes beside each service's own endpoint", () => {

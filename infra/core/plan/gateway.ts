@@ -59,6 +59,12 @@ export interface GatewayPlan {
     readonly image: FleetConfig["image"];
     /** The container (without the API key: added where it is known, as VLLM_API_KEY). */
     readonly spec: ContainerSpec;
+    /**
+     * The routes as the container gets them (gateway-routes.sh writes them to `file` inside it, and
+     * the launcher applies them in place): not part of the container's spec, so a changed route set
+     * keeps the router and its container.
+     */
+    readonly routesStep: { readonly container: string; readonly port: number; readonly file: string; readonly json: string; readonly timeoutSeconds: number };
     readonly ready: { readonly container: string; readonly port: number; readonly models: readonly string[]; readonly timeoutSeconds: number };
     /** The watchdog of the gateway (watchdog.py, executor gateway) beside it, when supervision.watchdog. */
     readonly watchdog?: ContainerSpec;
@@ -73,12 +79,16 @@ export interface GatewayScripts {
 
 /** How long a (re)started router may go without its routes before the watchdog counts it failing. */
 const GATEWAY_STARTUP_GRACE_SECONDS = 60;
+/** Where the routes live inside the gateway's container (its own filesystem: a restart keeps them). */
+export const GATEWAY_ROUTES_FILE = "/etc/vllm-fleet-gateway-routes.json";
+/** How long the launcher may take to apply a route set. */
+const GATEWAY_ROUTES_SECONDS = 60;
 
 /**
- * The gateway's plan, when the stack has one. The routes are in the container's environment, so a
- * changed route set makes a new container (the router keeps its registry in memory only: a
- * container restarted by Docker registers them again from the same place); anything else of a
- * service (its settings, its containers) leaves the gateway as it is.
+ * The gateway's plan, when the stack has one. The routes are not in the container's spec: they are
+ * given to the running container (a file the launcher applies in place, new routes in before old
+ * ones out), so neither a service's change nor a changed route set replaces the router. The
+ * watchdog beside it carries them (it checks them), so it is replaced with a new route set.
  */
 export function planGateway(
     config: FleetConfig,
@@ -103,7 +113,7 @@ export function planGateway(
         ...runs(["python3", "-c", scripts.launcher]),
         env: {
             GATEWAY_PORT: String(gateway.port),
-            GATEWAY_ROUTES: routeList,
+            GATEWAY_ROUTES_FILE: GATEWAY_ROUTES_FILE,
         },
         mounts: [],
         networkHost: true,
@@ -122,6 +132,7 @@ export function planGateway(
         routes,
         image: gateway.image,
         spec,
+        routesStep: { container, port: gateway.port, file: GATEWAY_ROUTES_FILE, json: routeList, timeoutSeconds: GATEWAY_ROUTES_SECONDS },
         ready: { container, port: gateway.port, models: routes.map((route) => route.model), timeoutSeconds: config.timeouts.vllmReadySeconds },
         watchdog: supervision.watchdog
             ? {
