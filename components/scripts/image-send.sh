@@ -18,7 +18,7 @@ size="$(docker image inspect --format '{{.Size}}' "$IMAGE")"
 dir="${TMPDIR:-/var/tmp}/vllm-fleet-images-$(id -u)"
 mkdir -p "$dir"
 chmod 700 "$dir"
-base="$dir/${WANT_ID#sha256:}"
+base="$dir/${WANT_IDENTITY#sha256:}"
 # Two locks: `lock`, held briefly by whoever decides (start a save, remove it); `readers`, held
 # shared by every sender while it streams, so that a sender can tell it is the last one out.
 exec 8>"$base.lock" 9>"$base.readers"

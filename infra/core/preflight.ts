@@ -5,7 +5,7 @@
  */
 import { PreflightError } from "./errors";
 import { ModelDirFacts, NodeFacts } from "./facts";
-import { describeImageStore, parseImageName, repoDigestsOf, shortDigest } from "./image";
+import { parseImageName, repoDigestsOf, shortDigest } from "./image";
 
 /**
  * The first difference between two model directories (file names, sizes, config.json content), or
@@ -151,7 +151,7 @@ export function preflight(nodes: readonly PreflightInput[], options: PreflightOp
                   : `set vllm-fleet:image.source to copy (the first node's, to the others), or to pull with vllm-fleet:image.name pinned by digest (name@sha256:...)`;
         const store = (name: string) => {
             const facts = nodes.find((node) => node.name === name)?.facts;
-            return facts?.imageStore ? ` (${describeImageStore(facts.imageStore)} store)` : "";
+            return facts?.imageStore ? ` (${facts.imageStore.kind} store)` : "";
         };
         problems.push(
             `image ${options.image} differs across nodes by content (its layers or its config, not Docker's image id): ${[...ids.entries()]

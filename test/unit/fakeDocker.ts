@@ -21,6 +21,9 @@ export const PROJECT_ROOT = findProjectRoot(__dirname);
 /** The image id every fake node has: what the stand-in `docker` and the mock probes (mocks.ts) report. */
 export const FAKE_IMAGE_ID = `sha256:${"a".repeat(64)}`;
 
+/** The content identity (image-identity.sh) of the image every fake node has, as the mock probes (mocks.ts) report it. */
+export const FAKE_IMAGE_IDENTITY = `sha256:${"c".repeat(64)}`;
+
 /** A container's State.Status as Docker reports it, or `gone`: no container of that name. */
 export type ContainerState = "created" | "running" | "paused" | "restarting" | "removing" | "exited" | "dead" | "gone";
 

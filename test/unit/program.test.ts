@@ -331,8 +331,8 @@ describe("values reach the remote shell as data", async () => {
 describe("preflight stops the deployment before any container", () => {
     it("names the node whose image differs", async () => {
         const differing = (node: string) =>
-            sparkProbeOutput(fabricIps[node], mgmtIps[node], { imageId: node === "spark2" ? `sha256:${"b".repeat(64)}` : undefined });
-        await expect(runProgram(duo, differing)).rejects.toThrow(/image hellohal2064\/vllm-qwen3\.5-gb10:latest differs across nodes: spark1 have aaaaaaaaaaaa; spark2 have bbbbbbbbbbbb/);
+            sparkProbeOutput(fabricIps[node], mgmtIps[node], { imageIdentity: node === "spark2" ? `sha256:${"b".repeat(64)}` : undefined });
+        await expect(runProgram(duo, differing)).rejects.toThrow(/image hellohal2064\/vllm-qwen3\.5-gb10:latest differs across nodes by content \(its layers or its config, not Docker.s image id\): spark1 \(classic store\) have cccccccccccc; spark2 \(classic store\) have bbbbbbbbbbbb/);
     });
 
     it("refuses a model that does not fit, with the numbers", async () => {
