@@ -7,7 +7,7 @@ import { bashCommand, readScript, shQuote } from "../../components/shell";
 import { VLLM_LIFECYCLE } from "../../components/vllmService";
 import { RAY_CONTAINER, RAY_SERVE_ARGS_FILE, VLLM_CONTAINER, WATCHDOG_CONTAINER } from "../../infra/core/names";
 import { CACHE_ENV } from "../../infra/core/plan";
-import { runWithFakeDocker } from "./fakeDocker";
+import { FAKE_IMAGE_IDENTITY, runWithFakeDocker } from "./fakeDocker";
 import { MockRun, RecordedResource, runProgram, sparkProbeOutput, unsecret } from "./mocks";
 import { sparkDuo } from "./stacks";
 
@@ -332,7 +332,12 @@ describe("preflight stops the deployment before any container", () => {
     it("names the node whose image differs", async () => {
         const differing = (node: string) =>
             sparkProbeOutput(fabricIps[node], mgmtIps[node], { imageIdentity: node === "spark2" ? `sha256:${"b".repeat(64)}` : undefined });
-        await expect(runProgram(duo, differing)).rejects.toThrow(/image hellohal2064\/vllm-qwen3\.5-gb10:latest differs across nodes by content \(its layers or its config, not Docker.s image id\): spark1 \(classic store\) have cccccccccccc; spark2 \(classic store\) have bbbbbbbbbbbb/);
+        await expect(runProgram(duo, differing)).rejects.toThrow(
+            new RegExp(
+                `image hellohal2064/vllm-qwen3\\.5-gb10:latest differs across nodes by content \\(its layers or its config, not Docker's image id\\): ` +
+                    `spark1 \\(classic store\\) have ${FAKE_IMAGE_IDENTITY.slice(7, 19)}; spark2 \\(classic store\\) have bbbbbbbbbbbb`,
+            ),
+        );
     });
 
     it("refuses a model that does not fit, with the numbers", async () => {
@@ -504,12 +509,32 @@ describe("image delivery", () => {
         }
     });
 
-    it("pulls on every node with source pull", async () => {
+    it("pulls on every node with source pull, and reports the image's content identity", async () => {
         const run = await runProgram({ ...duo, image: { name: "vllm:test", source: "pull" } }, probe);
         for (const node of ["spark1", "spark2"]) {
-            const calls = dockerCalls(run.byName(`${node}-image`).inputs.create);
-            expect(calls[0]).toEqual(["pull", "--quiet", "vllm:test"]);
+            const outcome = runWithFakeDocker(bashCommand(run.byName(`${node}-image`).inputs.create), {});
+            expect(outcome.status).toBe(0);
+            expect(outcome.calls[0]).toEqual(["pull", "--quiet", "vllm:test"]);
+            expect(outcome.stdout.trim()).toBe(`image-pulled vllm:test ${FAKE_IMAGE_IDENTITY}`);
         }
+    });
+
+    it("pulls a name pinned by digest and checks that the node knows what it got by that digest", async () => {
+        const digest = `sha256:${"d".repeat(64)}`;
+        const name = `registry.local:5000/vllm:26.01@${digest}`;
+        const run = await runProgram({ ...duo, image: { name, source: "pull" } }, probe);
+        const program = run.byName("spark2-image").inputs.create;
+        expect(program).toContain(`DIGEST='${digest}'`);
+        const pinned = runWithFakeDocker(bashCommand(program), { repoDigests: { [name]: [`registry.local:5000/vllm@${digest}`] } });
+        expect(pinned.status).toBe(0);
+        expect(pinned.calls[0]).toEqual(["pull", "--quiet", name]);
+        expect(pinned.stdout.trim()).toBe(`image-pulled ${name} ${FAKE_IMAGE_IDENTITY}`);
+        // A registry (or a proxy) that answered with another manifest: the step fails, naming what came.
+        const other = `sha256:${"e".repeat(64)}`;
+        const wrong = runWithFakeDocker(bashCommand(program), { repoDigests: { [name]: [`registry.local:5000/vllm@${other}`] } });
+        expect(wrong.status).not.toBe(0);
+        expect(wrong.stderr).toContain(`docker pull ${name} gave an image this node does not know by ${digest} (its registry digests: registry.local:5000/vllm@${other}); expected the pinned build`);
+        expect(wrong.stdout).not.toContain("image-pulled");
     });
 });
 
