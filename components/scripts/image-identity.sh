@@ -29,6 +29,8 @@
 # bash and the docker CLI only (and sha256sum).
 set -euo pipefail
 
+# A Go template for docker (its $name and $value are the template's variables, not the shell's).
+# shellcheck disable=SC2016
 IMAGE_IDENTITY_FORMAT='vllm-fleet image identity 1
 platform {{.Os}} {{.Architecture}} {{.Variant}}
 {{range .RootFS.Layers}}layer {{.}}
