@@ -7,7 +7,7 @@ import { bashCommand, readScript, shQuote } from "../../components/shell";
 import { VLLM_LIFECYCLE } from "../../components/vllmService";
 import { RAY_CONTAINER, RAY_SERVE_ARGS_FILE, VLLM_CONTAINER, WATCHDOG_CONTAINER } from "../../infra/core/names";
 import { CACHE_ENV } from "../../infra/core/plan";
-import { FAKE_IMAGE_IDENTITY, runWithFakeDocker } from "./fakeDocker";
+import { FAKE_IMAGE_IDENTITY, runWithFakeDocker, standInIdentity } from "./fakeDocker";
 import { MockRun, RecordedResource, runProgram, sparkProbeOutput, unsecret } from "./mocks";
 import { sparkDuo } from "./stacks";
 
@@ -490,6 +490,17 @@ describe("image delivery", () => {
         const receive = unsecret(run.byName("spark2-image").inputs.create) as string;
         const calls = dockerCalls(receive.replace(/python3 -c "\$FABRIC_STREAM"/g, "true"));
         expect(calls.map((args) => args[0])).toEqual(["image"]);
+    });
+
+    it("has the sender refuse, naming both identities, when the first node's image changed since the read", async () => {
+        const run = await runProgram({ ...duo, image: { name: "vllm:test", source: "copy" } }, probe);
+        const sender = unsecret(run.byName("spark2-image").inputs.peer).program as string;
+        expect(sender).toContain(`WANT_IDENTITY='${FAKE_IMAGE_IDENTITY}'`);
+        const other = `sha256:${"f".repeat(64)}`;
+        const outcome = runWithFakeDocker(bashCommand(sender), { images: { "vllm:test": other } });
+        expect(outcome.status).not.toBe(0);
+        expect(outcome.stderr).toContain(`vllm:test here is ${standInIdentity(other)}, not ${FAKE_IMAGE_IDENTITY} as read at the start of this run (content identities)`);
+        expect(outcome.calls.map((args) => args[0])).toEqual(["image"]);
     });
 
     it("runs a copy from the builtin runner's provider as Pulumi serializes it, in a Node process of its own elsewhere", async () => {
