@@ -29,7 +29,7 @@ if [ "$now" != "$WANT_IDENTITY" ]; then
   # What the tag names now, if anything: other content (or none for this node's platform).
   if docker image inspect "$IMAGE" >/dev/null 2>&1; then
     docker image rm --force "$IMAGE" >/dev/null 2>&1 || true
-    echo "removed the tag $IMAGE (it named content ${now:-without layers for this node's platform}, not the wanted $WANT_IDENTITY)" >&2
+    echo "removed the tag $IMAGE (it named content ${now:-without layers for the platform here}, not the wanted $WANT_IDENTITY)" >&2
   fi
   echo "the image copy into $IMAGE failed (receiver exit $status): the next pulumi up copies it again" >&2
   exit 1

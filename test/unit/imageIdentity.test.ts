@@ -204,6 +204,15 @@ describe("image-identity.sh against this machine's engine (classic store)", () =
     });
 });
 
+describe("the image scripts, whole", () => {
+    // A quote inside `${var:-word}` within double quotes opens a string bash never closes: the
+    // script then fails at its first run on a node, whatever path it takes.
+    it.each(["image-identity", "image-pull", "image-send", "image-receive", "probe"])("%s.sh parses (bash -n), after image-identity.sh", (name) => {
+        const program = `${readScript("image-identity")}\n${readScript(name)}`;
+        expect(() => execFileSync("bash", ["-n"], { input: program, encoding: "utf8", stdio: ["pipe", "pipe", "pipe"] })).not.toThrow();
+    });
+});
+
 describe("image names: tags and digest pins", () => {
     const digest = `sha256:${"4".repeat(64)}`;
 
