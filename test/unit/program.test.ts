@@ -2,7 +2,7 @@ import { execFileSync } from "child_process";
 import * as fs from "fs";
 import * as os from "os";
 import * as path from "path";
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { bashCommand, readScript, shQuote } from "../../components/shell";
 import { VLLM_LIFECYCLE } from "../../components/vllmService";
 import { RAY_CONTAINER, RAY_SERVE_ARGS_FILE, VLLM_CONTAINER, WATCHDOG_CONTAINER } from "../../infra/core/names";
@@ -563,5 +563,29 @@ describe("weight sync", () => {
         expect(send.dependencies).toContain(run.byName("spark2-weights-receive").urn);
         expect(run.byName("spark2-weights-close").dependencies).toContain(send.urn);
         expect(run.resources.some((r) => r.name === "spark1-weights-receive")).toBe(false);
+    });
+});
+
+describe("image stores and pins, said at preview", () => {
+    it("warns when the nodes keep images in different stores, and serves them (one image, by content)", async () => {
+        const pulumi = await import("@pulumi/pulumi");
+        const warn = vi.spyOn(pulumi.log, "warn");
+        try {
+            const digest = `sha256:${"5".repeat(64)}`;
+            const mixed = (node: string) =>
+                sparkProbeOutput(fabricIps[node], mgmtIps[node], {
+                    imageStore: node === "spark2" ? "containerd" : "classic",
+                    repoDigests: [`hellohal2064/vllm-qwen3.5-gb10@${digest}`],
+                });
+            const run = await runProgram(duo, mixed);
+            expect(run.resources.some((resource) => resource.name === "vllm-serve")).toBe(true);
+            const said = warn.mock.calls.map((call) => String(call[0]));
+            expect(said).toContainEqual(expect.stringMatching(/^the nodes keep images in different Docker image stores: spark1 classic \(overlay2\), spark2 containerd \(overlayfs\); served all the same/));
+            expect(said).toContain(
+                `vllm-fleet:image.name hellohal2064/vllm-qwen3.5-gb10:latest is a tag, which can move to another build (nightly images do); spark1 has it as hellohal2064/vllm-qwen3.5-gb10:latest@${digest}: set vllm-fleet:image.name to that to pin this build`,
+            );
+        } finally {
+            warn.mockRestore();
+        }
     });
 });
