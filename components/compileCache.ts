@@ -14,16 +14,16 @@ import { scriptProgram, shQuote } from "./shell";
 /** The caches the serving containers of a service mount. */
 export interface ServingCache {
     readonly plan: CachePlan;
-    /** The id of the image on the nodes (one id on every node: preflight), which keys the cache. */
-    readonly imageId: pulumi.Input<string | undefined>;
+    /** The content identity of the image on the nodes (one on every node: preflight), which keys the cache. */
+    readonly imageIdentity: pulumi.Input<string | undefined>;
 }
 
-/** `spec` with the node's compile cache mounted, once the image id is known; `spec` itself without a cache. */
+/** `spec` with the node's compile cache mounted, once the image's identity is known; `spec` itself without a cache. */
 export function withServingCache(spec: pulumi.Output<ContainerSpec>, cache: ServingCache | undefined): pulumi.Output<ContainerSpec> {
     if (!cache) {
         return spec;
     }
-    return pulumi.all([spec, cache.imageId]).apply(([resolved, imageId]) => withCompileCache(resolved, cache.plan, imageId));
+    return pulumi.all([spec, cache.imageIdentity]).apply(([resolved, identity]) => withCompileCache(resolved, cache.plan, identity));
 }
 
 export interface CompileCacheArgs {

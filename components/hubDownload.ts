@@ -32,8 +32,8 @@ export interface HubDownloadArgs {
     readonly modelPath: string;
     /** The serving image, which runs the download. */
     readonly image: string;
-    /** The image's id on the node as delivery left it: the step runs that image, so it waits for it. */
-    readonly imageId: pulumi.Input<string>;
+    /** The image's content identity on the node as delivery left it: the step runs that image, so it waits for it. */
+    readonly imageIdentity: pulumi.Input<string>;
     /** The secret `vllm-fleet:hfToken`, when set (a gated or private repo). */
     readonly hfToken?: pulumi.Input<string>;
     readonly runner: CommandRunner;
@@ -67,7 +67,7 @@ export class HubDownload extends pulumi.ComponentResource {
                 ),
                 // Another commit, repo or Hub downloads again (into the same directory: what is there is
                 // kept where it matches); so does a new image (it finds the marker).
-                triggers: [hub.repo, hub.revision, hub.endpoint ?? "", args.modelPath, args.imageId],
+                triggers: [hub.repo, hub.revision, hub.endpoint ?? "", args.modelPath, args.imageIdentity],
             },
             // The step was a child of the node before this component was: the same resource.
             { parent: this, aliases: opts?.parent ? [{ parent: opts.parent }] : [] },

@@ -29,7 +29,7 @@ export interface ObserverSecrets {
 /** The read-only program run on node `index` (with `rayNodes`, the head also lists Ray's nodes). */
 export function observeProgram(config: FleetConfig, stack: string, containers: ServiceContainers, index: number, rayNodes = false): string {
     const serving = servingContainer(containers, config.executor);
-    return scriptProgram(["model-list", "probe", "live"], {
+    return scriptProgram(["model-list", "image-identity", "probe", "live"], {
         IMAGE: config.image.name,
         MODEL_PATH: config.model.path,
         STACK: stack,

@@ -45,8 +45,11 @@ export interface ServeArgsCheckArgs {
     readonly node: NodeAccess;
     /** What to check, and the keys behind the flags (infra/core/plan); known once preflight passed. */
     readonly check: pulumi.Input<ArgsCheckPlan>;
-    /** The image's id on the node: a new image is checked again (the arguments are in the program). */
-    readonly imageId: pulumi.Input<string>;
+    /**
+     * The image's content identity on the node (image-identity.sh): another image is checked again (the
+     * arguments are in the program); the same image moved to another image store is not.
+     */
+    readonly imageIdentity: pulumi.Input<string>;
     readonly runner: CommandRunner;
 }
 
@@ -73,7 +76,7 @@ export class ServeArgsCheck extends pulumi.ComponentResource {
                         TIMEOUT: check.timeoutSeconds,
                     }),
                 ),
-                triggers: [args.imageId],
+                triggers: [args.imageIdentity],
             },
             // The step was a child of the node before this component was: the same resource.
             { parent: this, aliases: opts?.parent ? [{ parent: opts.parent }] : [] },

@@ -6,6 +6,7 @@
  */
 import * as pulumi from "@pulumi/pulumi";
 import * as docker from "@pulumi/docker";
+import { parseImageName } from "../infra/core/image";
 import { IMAGE_COPY_PORT } from "../infra/core/names";
 import { ComponentError } from "./errors";
 import { fabricSecret } from "./fabricSecret";
@@ -32,8 +33,8 @@ export type ImageDelivery =
           readonly image: string;
           /** Streamed from this node over the fabric (node to node). */
           readonly copyFrom: NodeAccess;
-          /** The image id the source node has: what the copy must load here. */
-          readonly wantId: string | undefined;
+          /** The content identity of the source node's image (image-identity.sh): what the copy must load here. */
+          readonly wantIdentity: string | undefined;
           readonly sourceIp: string;
           readonly targetIp: string;
       };
@@ -53,8 +54,8 @@ export interface SparkNodeArgs {
     readonly images?: readonly { readonly step: string; readonly delivery: ImageDelivery }[];
 }
 
-/** The image id a delivery step reports (`image-pulled|image-present|image-copied <image> <id>`). */
-export function deliveredImageId(stdout: string): string | undefined {
+/** The content identity a delivery step reports (`image-pulled|image-present|image-copied <image> <identity>`). */
+export function deliveredImageIdentity(stdout: string): string | undefined {
     return /^image-(?:pulled|present|copied) \S+ (\S+)/m.exec(stdout)?.[1];
 }
 
@@ -64,8 +65,8 @@ export class SparkNode extends pulumi.ComponentResource implements NodeAccess {
     public readonly connection: SshConnection;
     public readonly sshFiles: pulumi.Output<SshFiles>;
     public readonly dockerProvider?: docker.Provider;
-    /** The image id each delivery step reports once it ran, by image name; an image not delivered is not listed. */
-    public readonly deliveredImageIds: Readonly<Record<string, pulumi.Output<string | undefined>>>;
+    /** The content identity each delivery step reports once it ran, by image name; an image not delivered is not listed. */
+    public readonly deliveredImageIdentities: Readonly<Record<string, pulumi.Output<string | undefined>>>;
 
     constructor(name: string, args: SparkNodeArgs, opts?: pulumi.ComponentResourceOptions) {
         super("vllm-fleet:node:SparkNode", name, {}, opts);
@@ -83,32 +84,33 @@ export class SparkNode extends pulumi.ComponentResource implements NodeAccess {
                 { parent: this },
             );
         }
-        this.deliveredImageIds = Object.fromEntries(
-            (args.images ?? []).map(({ step, delivery }) => [delivery.image, this.deliverImage(step, args.runner, delivery).stdout.apply(deliveredImageId)]),
+        this.deliveredImageIdentities = Object.fromEntries(
+            (args.images ?? []).map(({ step, delivery }) => [delivery.image, this.deliverImage(step, args.runner, delivery).stdout.apply(deliveredImageIdentity)]),
         );
-        this.registerOutputs({ deliveredImageIds: this.deliveredImageIds });
+        this.registerOutputs({ deliveredImageIdentities: this.deliveredImageIdentities });
     }
 
-    /** Pulls the image, or streams it from another node, before anything looks at it. */
+    /** Pulls the image (by its digest when pinned), or streams it from another node, before anything looks at it. */
     private deliverImage(step: string, runner: CommandRunner, delivery: ImageDelivery) {
         if ("pull" in delivery) {
-            return hostCommand(runner, step, { connection: this.connection, create: scriptProgram("image-pull", { IMAGE: delivery.image }) }, { parent: this });
+            const pull = scriptProgram(["image-identity", "image-pull"], { IMAGE: delivery.image, DIGEST: parseImageName(delivery.image).digest ?? "" });
+            return hostCommand(runner, step, { connection: this.connection, create: pull }, { parent: this });
         }
         // Node to node over the fabric: a short-lived receiver here (image-receive.sh) while the
         // source node streams `docker save` into it (image-send.sh), with a secret for this copy.
         // Only the two sessions' control and output pass through this machine.
         const source = delivery.copyFrom;
-        if (!delivery.wantId) {
+        if (!delivery.wantIdentity) {
             throw new ComponentError(
                 `image.source copy: ${source.nodeName}, the node copied from, has no image ${delivery.image}; expected it there: pull or load it on ${source.nodeName}, ` +
                     `or set vllm-fleet:image.source to pull (every node pulls vllm-fleet:image.name)`,
                 this,
             );
         }
-        const secret = fabricSecret(this.connection.privateKey, `image ${this.nodeName} ${delivery.wantId}`);
+        const secret = fabricSecret(this.connection.privateKey, `image ${this.nodeName} ${delivery.wantIdentity}`);
         const vars = secret.apply((key) => ({
             IMAGE: delivery.image,
-            WANT_ID: delivery.wantId!,
+            WANT_IDENTITY: delivery.wantIdentity!,
             PORT: IMAGE_COPY_PORT,
             SECRET: key,
             FABRIC_STREAM: readScript("fabric-stream.py"),
@@ -118,8 +120,8 @@ export class SparkNode extends pulumi.ComponentResource implements NodeAccess {
             step,
             {
                 connection: this.connection,
-                create: vars.apply((common) => scriptProgram("image-receive", { ...common, BIND_IP: delivery.targetIp, SENDER_IP: delivery.sourceIp })),
-                peer: { connection: source.connection, program: vars.apply((common) => scriptProgram("image-send", { ...common, TARGET_IP: delivery.targetIp })) },
+                create: vars.apply((common) => scriptProgram(["image-identity", "image-receive"], { ...common, BIND_IP: delivery.targetIp, SENDER_IP: delivery.sourceIp })),
+                peer: { connection: source.connection, program: vars.apply((common) => scriptProgram(["image-identity", "image-send"], { ...common, TARGET_IP: delivery.targetIp })) },
                 peerFiles: { peer: source.sshFiles, self: this.sshFiles },
             },
             { parent: this },

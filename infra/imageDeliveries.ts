@@ -12,7 +12,7 @@ import { GatewayPlan, ServicePlan } from "./core/plan";
  */
 export function imageDeliveries(
     services: readonly ServicePlan[],
-    observedImageId: (service: ServicePlan) => string | undefined,
+    observedIdentity: (service: ServicePlan) => string | undefined,
     node: string,
     built: readonly SparkNode[],
     gateway: GatewayPlan | undefined,
@@ -30,7 +30,7 @@ export function imageDeliveries(
         } else if (index > 0) {
             const copy = service.copies[index - 1];
             const source = built.find((spark) => spark.nodeName === copy.source)!;
-            steps.set(image.name, { step, delivery: { image: image.name, copyFrom: source, wantId: observedImageId(service), sourceIp: copy.sourceIp, targetIp: copy.targetIp } });
+            steps.set(image.name, { step, delivery: { image: image.name, copyFrom: source, wantIdentity: observedIdentity(service), sourceIp: copy.sourceIp, targetIp: copy.targetIp } });
         }
     }
     // The gateway's image on its node, unless a service there brings it: pulled, or copied from the
@@ -46,7 +46,7 @@ export function imageDeliveries(
             const head = service.nodes[0];
             const target = gateway.fabricIp;
             const source = built.find((spark) => spark.nodeName === head.name)!;
-            steps.set(image.name, { step, delivery: { image: image.name, copyFrom: source, wantId: observedImageId(service), sourceIp: head.fabric.ip, targetIp: target } });
+            steps.set(image.name, { step, delivery: { image: image.name, copyFrom: source, wantIdentity: observedIdentity(service), sourceIp: head.fabric.ip, targetIp: target } });
         }
     }
     return [...steps.values()];

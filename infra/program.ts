@@ -25,6 +25,7 @@ import { WeightSync } from "../components/weightSync";
 import { FleetConfig, ServiceConfig, inServiceKeys, serviceConfig } from "./core/config";
 import { ModelDirFacts } from "./core/facts";
 import { describeFitPlan } from "./core/fit";
+import { unpinnedImageWarning } from "./core/image";
 import { DEFAULT_SERVICE, serviceContainers, serviceResourceName } from "./core/names";
 import { NodeObservation, checkOwnership, firewallRevisions, newRevision, ofService } from "./core/observe";
 import { CachePlan, PreparedNode, ServicePlan, checkPrepared, planFleet, planServiceBudgets, preparedFacts } from "./core/plan";
@@ -129,7 +130,8 @@ function inServiceTerms<T>(plan: ServicePlan, judge: () => T): T {
 interface PreparedService {
     readonly plan: ServicePlan;
     readonly nodes: readonly SparkNode[];
-    readonly imageIds: readonly pulumi.Output<string | undefined>[];
+    /** The content identity of the service's image on each of its nodes, once delivered (image-identity.sh). */
+    readonly imageIdentities: readonly pulumi.Output<string | undefined>[];
     readonly prepared: pulumi.Output<PreparedNode[]>;
     /** True once preflight and the fit passed: what starts nothing before it. */
     readonly gate: pulumi.Output<boolean>;
@@ -144,13 +146,13 @@ function prepareService(plan: ServicePlan, observed: readonly NodeObservation[],
     const name = (base: string) => serviceResourceName(plan.name, base);
     const nodes = plan.nodes.map((planned) => sparks.find((spark) => spark.nodeName === planned.name)!);
     const facts = observed.map((observation) => observation.facts);
-    const imageIds = nodes.map((node, index) => node.deliveredImageIds[config.image.name] ?? pulumi.output(facts[index].imageId));
+    const imageIdentities = nodes.map((node, index) => node.deliveredImageIdentities[config.image.name] ?? pulumi.output(facts[index].imageIdentity));
     const runner = config.commandRunner;
     const hub = config.model.hub;
     const download = hub
         ? new HubDownload(
               `${nodes[0].nodeName}-${name("hub")}`,
-              { node: nodes[0], hub, modelPath: config.model.path, image: config.image.name, imageId: imageIds[0].apply((id) => id ?? ""), hfToken, runner },
+              { node: nodes[0], hub, modelPath: config.model.path, image: config.image.name, imageIdentity: imageIdentities[0].apply((identity) => identity ?? ""), hfToken, runner },
               { parent: nodes[0] },
           )
         : undefined;
@@ -178,8 +180,8 @@ function prepareService(plan: ServicePlan, observed: readonly NodeObservation[],
     const prepared: pulumi.Output<PreparedNode[]> = pulumi.all(
         nodes.map((node, index) =>
             pulumi
-                .all([imageIds[index], index === 0 ? download?.model : synced[index - 1]?.model])
-                .apply(([imageId, model]) => ({ name: node.nodeName, facts: preparedFacts(facts[index], { imageId, model }) })),
+                .all([imageIdentities[index], index === 0 ? download?.model : synced[index - 1]?.model])
+                .apply(([imageIdentity, model]) => ({ name: node.nodeName, facts: preparedFacts(facts[index], { imageIdentity, model }) })),
         ),
     );
     const gate = prepared.apply((list) => {
@@ -189,7 +191,7 @@ function prepareService(plan: ServicePlan, observed: readonly NodeObservation[],
         }
         return true;
     });
-    return { plan, nodes, imageIds, prepared, gate };
+    return { plan, nodes, imageIdentities, prepared, gate };
 }
 
 /** The components of one service on its nodes, and what it puts out. */
@@ -201,7 +203,7 @@ interface DeployedService {
 
 /** A prepared service served: its arguments checked by its image's vLLM, its Ray cluster (ray) and vLLM. */
 function serveService(
-    { plan, nodes, imageIds, prepared, gate }: PreparedService,
+    { plan, nodes, imageIdentities, prepared, gate }: PreparedService,
     context: {
         readonly apiKey?: pulumi.Output<string>;
         readonly rayToken?: pulumi.Output<string>;
@@ -216,10 +218,10 @@ function serveService(
     // The arguments checked by the image's own vLLM; Ray and vLLM start behind it and the node steps.
     const argsChecked = new ServeArgsCheck(
         name("vllm-args-check"),
-        { node: nodes[0], check: gate.apply(() => plan.argsCheck), imageId: imageIds[0].apply((id) => id ?? ""), runner },
+        { node: nodes[0], check: gate.apply(() => plan.argsCheck), imageIdentity: imageIdentities[0].apply((identity) => identity ?? ""), runner },
         { parent: nodes[0] },
     );
-    const cache = context.cachePlan ? { plan: context.cachePlan, imageId: prepared.apply((list) => list[0].facts.imageId) } : undefined;
+    const cache = context.cachePlan ? { plan: context.cachePlan, imageIdentity: prepared.apply((list) => list[0].facts.imageIdentity) } : undefined;
     const after = [argsChecked.check, ...context.after];
     const driving = { runner, containerDriver: config.containerDriver };
     const ray = plan.ray ? new RayCluster(name("ray"), { nodes, plan: plan.ray, gate, rayToken: context.rayToken!, after, cache, ...driving }) : undefined;
@@ -305,9 +307,20 @@ export async function fleetProgram(observe: Observer = observeOverSsh): Promise<
     for (const warning of plan.warnings) {
         pulumi.log.warn(warning);
     }
+    // An image named by a tag alone: what its first node has, so that the stack can pin it (once an image).
+    const warned = new Set<string>();
+    for (const [index, service] of plan.services.entries()) {
+        const first = observedBy[index][0];
+        const image = { name: service.config.image.name, key: `vllm-fleet:${service.service.keyPrefix}image.name` };
+        const warning = warned.has(image.name) ? undefined : unpinnedImageWarning(image, { name: first.node, facts: first.facts });
+        warned.add(image.name);
+        if (warning) {
+            pulumi.log.warn(warning);
+        }
+    }
 
     // The nodes, each with the images of its services delivered to it.
-    const observedImageId = (service: ServicePlan) => observedBy[plan.services.indexOf(service)][0].facts.imageId;
+    const observedIdentity = (service: ServicePlan) => observedBy[plan.services.indexOf(service)][0].facts.imageIdentity;
     const sparks: SparkNode[] = [];
     for (const node of config.nodes) {
         sparks.push(
@@ -316,7 +329,7 @@ export async function fleetProgram(observe: Observer = observeOverSsh): Promise<
                 sshFiles: { stack, privateKeyPath },
                 runner: config.commandRunner,
                 containerDriver: config.containerDriver,
-                images: imageDeliveries(plan.services, observedImageId, node.name, sparks, plan.gateway),
+                images: imageDeliveries(plan.services, observedIdentity, node.name, sparks, plan.gateway),
             }),
         );
     }

@@ -5,20 +5,22 @@
 # (detached, so it outlives that sender's session), every sender streams the file as it grows
 # (tail --pid), and the last one out removes it (and stops a save nobody reads any more). A save
 # that failed, or whose saver died without a word (a reboot), is started again. Refuses when this
-# node's image is no longer the one the run read (the target would get another id).
-# Inputs: IMAGE, WANT_ID, TARGET_IP (the receiver's fabric address), PORT, SECRET, FABRIC_STREAM.
+# node's image is no longer the one the run read, by content identity (image-identity.sh): the
+# target would get other content.
+# Inputs: IMAGE, WANT_IDENTITY, TARGET_IP (the receiver's fabric address), PORT, SECRET,
+# FABRIC_STREAM; runs after image-identity.sh.
 set -euo pipefail
 
-have="$(docker image inspect --format '{{.Id}}' "$IMAGE" 2>/dev/null || true)"
-if [ "$have" != "$WANT_ID" ]; then
-  echo "$IMAGE here is ${have:-missing}, not $WANT_ID as read at the start of this run" >&2
+have="$(image_identity "$IMAGE" 2>/dev/null || true)"
+if [ "$have" != "$WANT_IDENTITY" ]; then
+  echo "$IMAGE here is ${have:-missing}, not $WANT_IDENTITY as read at the start of this run (content identities)" >&2
   exit 1
 fi
 size="$(docker image inspect --format '{{.Size}}' "$IMAGE")"
 dir="${TMPDIR:-/var/tmp}/vllm-fleet-images-$(id -u)"
 mkdir -p "$dir"
 chmod 700 "$dir"
-base="$dir/${WANT_ID#sha256:}"
+base="$dir/${WANT_IDENTITY#sha256:}"
 # Two locks: `lock`, held briefly by whoever decides (start a save, remove it); `readers`, held
 # shared by every sender while it streams, so that a sender can tell it is the last one out.
 exec 8>"$base.lock" 9>"$base.readers"

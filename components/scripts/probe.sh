@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Probe of one node: prints `### <section>` blocks that infra/core/facts.ts parses.
-# Inputs (assigned before this script): IMAGE, MODEL_PATH; runs after model-list.sh.
+# Inputs (assigned before this script): IMAGE, MODEL_PATH; runs after model-list.sh and image-identity.sh.
 # Read-only: it changes nothing on the host. A missing tool leaves its section empty; the checks
 # that need the fact then fail with the node named (preflight in infra/core/preflight.ts).
 set -euo pipefail
@@ -51,8 +51,12 @@ find /dev/infiniband -maxdepth 1 -type c 2>/dev/null | sort || true
 section docker
 docker version --format '{{.Server.Version}}' 2>/dev/null || true
 
+# Docker's image store (classic or containerd) and the image by content (image-identity.sh).
+section docker-store
+image_store
+
 section image
-docker image inspect --format '{{.Id}}' "$IMAGE" 2>/dev/null || true
+image_facts "$IMAGE"
 
 section model
 list_model_dir "$MODEL_PATH"

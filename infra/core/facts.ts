@@ -36,6 +36,18 @@ export interface GpuFacts {
     readonly memoryMiB?: number;
 }
 
+/** Where Docker keeps images on a node (`docker info`). */
+export interface ImageStoreFacts {
+    /**
+     * `containerd`: the containerd image store (snapshotters; the default of fresh Docker 29 installs),
+     * where an image's id is its manifest's or index's digest; `classic`: the graph drivers (overlay2),
+     * where it is its config's digest.
+     */
+    readonly kind: "classic" | "containerd";
+    /** Docker's storage driver as `docker info` names it: overlay2, overlayfs, ... */
+    readonly driver: string;
+}
+
 /** What the probe learned about one node. */
 export interface NodeFacts {
     readonly hostname: string;
@@ -58,8 +70,17 @@ export interface NodeFacts {
     /** The RDMA device nodes (/dev/infiniband/*: uverbsN, rdma_cm, ...) a container needs for RoCE. */
     readonly rdmaDevices: readonly string[];
     readonly dockerVersion?: string;
-    /** `docker image inspect` id of the configured image on this node, if present. */
+    /** Docker's image store on this node, when Docker answered. */
+    readonly imageStore?: ImageStoreFacts;
+    /**
+     * The content identity of the configured image on this node (components/scripts/image-identity.sh),
+     * if present: the same on either image store and across save/load. What the nodes are compared by.
+     */
+    readonly imageIdentity?: string;
+    /** Docker's own id of the image on this node (`.Id`; depends on the store): for messages only. */
     readonly imageId?: string;
+    /** The registry digests this node knows the image by (`.RepoDigests`: `name@sha256:...`). */
+    readonly imageRepoDigests?: readonly string[];
     readonly model: ModelDirFacts;
 }
 
@@ -222,12 +243,42 @@ export function parseModelDir(text: string): ModelDirFacts {
     return { exists, files, totalBytes: files.reduce((sum, file) => sum + file.bytes, 0), configSha256 };
 }
 
+/**
+ * Parses the probe's `image` section (image-identity.sh image_facts): `identity <sha256:...>`,
+ * `id <Docker's id>`, `repo-digest <name@sha256:...>` lines; nothing when the image is not there.
+ */
+export function parseImageFacts(text: string): Pick<NodeFacts, "imageIdentity" | "imageId" | "imageRepoDigests"> {
+    const lines = text.split("\n").map((line) => line.trim());
+    const value = (key: string) => lines.filter((line) => line.startsWith(`${key} `)).map((line) => line.slice(key.length + 1).trim());
+    const identity = value("identity")[0];
+    if (!identity) {
+        return {};
+    }
+    const id = value("id")[0];
+    return { imageIdentity: identity, ...(id ? { imageId: id } : {}), imageRepoDigests: value("repo-digest") };
+}
+
+/**
+ * Parses the probe's `docker-store` section (image-identity.sh image_store): Docker's storage driver,
+ * then its `key=value` status lines; the containerd image store reports
+ * `driver-type=io.containerd.snapshotter.v1`. Undefined when Docker did not answer.
+ */
+export function parseImageStore(text: string): ImageStoreFacts | undefined {
+    const [driver, ...status] = text.split("\n").map((line) => line.trim());
+    if (!driver) {
+        return undefined;
+    }
+    const containerd = status.some((line) => line === "driver-type=io.containerd.snapshotter.v1");
+    return { kind: containerd ? "containerd" : "classic", driver };
+}
+
 /** Turns the whole probe output of a node into {@link NodeFacts}. */
 export function parseProbeOutput(output: string): NodeFacts {
     const sections = splitSections(output);
     const get = (name: string) => sections.get(name) ?? "";
     const { driverVersion, cudaVersion } = parseSmiHeader(get("nvidia-smi"));
     const meminfo = parseMeminfo(get("meminfo"));
+    const imageStore = parseImageStore(get("docker-store"));
     return {
         hostname: get("hostname"),
         gpus: parseGpuQuery(get("nvidia-smi-query")),
@@ -240,7 +291,8 @@ export function parseProbeOutput(output: string): NodeFacts {
         hcas: parseIbdev2netdev(get("ibdev2netdev")),
         rdmaDevices: parseRdmaDevices(get("rdma-devices")),
         dockerVersion: get("docker") || undefined,
-        imageId: get("image") || undefined,
+        ...(imageStore ? { imageStore } : {}),
+        ...parseImageFacts(get("image")),
         model: { ...parseModelDir(get("model")), configJson: get("model-config") || undefined },
     };
 }

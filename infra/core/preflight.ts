@@ -5,6 +5,7 @@
  */
 import { PreflightError } from "./errors";
 import { ModelDirFacts, NodeFacts } from "./facts";
+import { parseImageName, repoDigestsOf, shortDigest } from "./image";
 
 /**
  * The first difference between two model directories (file names, sizes, config.json content), or
@@ -68,7 +69,8 @@ export function gpuShortageRemedy(gpus: number, nodes: readonly { readonly name:
 }
 
 /**
- * Cross-node checks: Docker answering, the image present with one id everywhere, the model directory
+ * Cross-node checks: Docker answering, the image present with one content identity everywhere (and,
+ * with a name pinned by digest and image.source present, as that registry digest), the model directory
  * present and the same everywhere, enough GPUs for TP×PP, and matching driver / CUDA major versions.
  * Throws naming node and fact, what was expected and the config key to change (or that the fix is on
  * the node), one line per problem.
@@ -83,7 +85,7 @@ export function preflight(nodes: readonly PreflightInput[], options: PreflightOp
                 `node ${name}: Docker does not answer (is the user in the docker group?); the fix is on the node: start Docker there (systemctl start docker), or add the SSH user to the docker group`,
             );
         }
-        if (!facts.imageId) {
+        if (!facts.imageIdentity) {
             const remedy =
                 imageSource === "present"
                     ? `expected it there with vllm-fleet:image.source present: pull or load it on the node, or set vllm-fleet:image.source to pull (every node pulls vllm-fleet:image.name) or copy (the first node's, to the others)`
@@ -91,6 +93,19 @@ export function preflight(nodes: readonly PreflightInput[], options: PreflightOp
                       ? `expected it on the first node, which vllm-fleet:image.source copy copies from: pull or load it there, or set vllm-fleet:image.source to pull`
                       : `expected it delivered by vllm-fleet:image.source ${imageSource}: check vllm-fleet:image.name`;
             problems.push(`node ${name}: image ${options.image} is not present (docker image inspect found nothing); ${remedy}`);
+        } else {
+            // A name pinned by digest names one registry manifest: the node's image must be that one,
+            // not merely one the name resolves to there (a local image id looks like a digest too).
+            const pinned = parseImageName(options.image).digest;
+            if (pinned && imageSource === "present" && !repoDigestsOf(facts.imageRepoDigests ?? []).includes(pinned)) {
+                const known = facts.imageRepoDigests ?? [];
+                problems.push(
+                    `node ${name}: image ${options.image} is there, but not as registry digest ${shortDigest(pinned)} ` +
+                        `(${known.length > 0 ? `its registry digests: ${known.join(", ")}` : "it has no registry digest there: built or loaded, not pulled"}); ` +
+                        `expected the image pulled by that digest with vllm-fleet:image.source present: pull it on the node (docker pull ${options.image}), ` +
+                        `or set vllm-fleet:image.source to pull, or correct the digest in vllm-fleet:image.name`,
+                );
+            }
         }
         if (!facts.model.exists) {
             const remedy =
@@ -119,10 +134,12 @@ export function preflight(nodes: readonly PreflightInput[], options: PreflightOp
             }
         }
     }
+    // By content identity (image-identity.sh), never by Docker's id: the same image has other ids
+    // on the classic and the containerd image store, and after a save/load between them.
     const ids = new Map<string, string[]>();
     for (const { name, facts } of nodes) {
-        if (facts.imageId) {
-            ids.set(facts.imageId, [...(ids.get(facts.imageId) ?? []), name]);
+        if (facts.imageIdentity) {
+            ids.set(facts.imageIdentity, [...(ids.get(facts.imageIdentity) ?? []), name]);
         }
     }
     if (ids.size > 1) {
@@ -130,12 +147,16 @@ export function preflight(nodes: readonly PreflightInput[], options: PreflightOp
             imageSource === "pull"
                 ? `pin vllm-fleet:image.name by digest (name@sha256:...) so that every node pulls the same image, or set vllm-fleet:image.source to copy (the first node's, to the others)`
                 : imageSource === "copy"
-                  ? `run up again (vllm-fleet:image.source copy copies the first node's where the id differs)`
+                  ? `run up again (vllm-fleet:image.source copy copies the first node's where the content differs)`
                   : `set vllm-fleet:image.source to copy (the first node's, to the others), or to pull with vllm-fleet:image.name pinned by digest (name@sha256:...)`;
+        const store = (name: string) => {
+            const facts = nodes.find((node) => node.name === name)?.facts;
+            return facts?.imageStore ? ` (${facts.imageStore.kind} store)` : "";
+        };
         problems.push(
-            `image ${options.image} differs across nodes: ${[...ids.entries()]
-                .map(([id, names]) => `${names.join(", ")} have ${id.replace(/^sha256:/, "").slice(0, 12)}`)
-                .join("; ")}; expected one image id on every node: ${remedy}`,
+            `image ${options.image} differs across nodes by content (its layers or its config, not Docker's image id): ${[...ids.entries()]
+                .map(([id, names]) => `${names.map((name) => `${name}${store(name)}`).join(", ")} have ${shortDigest(id)}`)
+                .join("; ")}; expected the same image on every node: ${remedy}`,
         );
     }
     const gpus = nodes.reduce((sum, node) => sum + node.facts.gpus.length, 0);

@@ -110,15 +110,17 @@ export async function measureFabric(cluster: SimCluster): Promise<FabricThroughp
 
     log("fabric: image copy node to node");
     await inNode(target.name, `docker image rm ${image} >/dev/null`);
-    const imageId = (node: string) => execFileSync("docker", ["exec", node, "docker", "image", "inspect", "--format", "{{.Id}}", image], { encoding: "utf8" }).trim();
-    const wantId = imageId(source.name);
-    const common = { IMAGE: image, WANT_ID: wantId, PORT: IMAGE_COPY_PORT, SECRET: secret, FABRIC_STREAM: fabricStream };
+    // By content identity, as the copy compares them (components/scripts/image-identity.sh).
+    const identityOf = (node: string) =>
+        execFileSync("docker", ["exec", node, "bash", "-c", `${readScript("image-identity")}\nimage_identity "$1"`, "_", image], { encoding: "utf8" }).trim();
+    const wantIdentity = identityOf(source.name);
+    const common = { IMAGE: image, WANT_IDENTITY: wantIdentity, PORT: IMAGE_COPY_PORT, SECRET: secret, FABRIC_STREAM: fabricStream };
     const mgmtIface = (cluster as unknown as { mgmtIface: string }).mgmtIface;
     const before = { mgmt: txBytes(source.name, mgmtIface), fabric: txBytes(source.name, source.fabricIface) };
     const start = Date.now();
     const [received, sent] = await Promise.all([
-        overSsh(cluster, 1, scriptProgram("image-receive", { ...common, BIND_IP: target.fabricIp, SENDER_IP: source.fabricIp })),
-        overSsh(cluster, 0, scriptProgram("image-send", { ...common, TARGET_IP: target.fabricIp })),
+        overSsh(cluster, 1, scriptProgram(["image-identity", "image-receive"], { ...common, BIND_IP: target.fabricIp, SENDER_IP: source.fabricIp })),
+        overSsh(cluster, 0, scriptProgram(["image-identity", "image-send"], { ...common, TARGET_IP: target.fabricIp })),
     ]);
     const imageSeconds = (Date.now() - start) / 1000;
     const after = { mgmt: txBytes(source.name, mgmtIface), fabric: txBytes(source.name, source.fabricIface) };
@@ -137,9 +139,9 @@ export async function measureFabric(cluster: SimCluster): Promise<FabricThroughp
     await inNode(target.name, `docker image rm ${image} >/dev/null`);
     const ssh = (index: number) => ["ssh", ...sshArgs(cluster, index)].join(" ");
     const viaOperatorSeconds = await timed(`${ssh(0)} docker save ${image} | ${ssh(1)} docker load >/dev/null`);
-    const loadedVia = imageId(target.name);
-    if (loadedVia !== wantId) {
-        throw new Error(`the copy through this machine loaded ${loadedVia}, not ${wantId}`);
+    const loadedVia = identityOf(target.name);
+    if (loadedVia !== wantIdentity) {
+        throw new Error(`the copy through this machine loaded ${loadedVia}, not ${wantIdentity}`);
     }
 
     const fabric: FabricThroughput = {

@@ -10,6 +10,7 @@ import { execFile, execSync } from "child_process";
 import { promisify } from "util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { EngineEvent, Stack } from "@pulumi/pulumi/automation";
+import { readScript, shQuote } from "../../components/shell";
 import { openStack } from "../automation";
 import { SimCluster, SimNode, onNode, putTinyModel, simStackConfig, simUp, tearDown, tempWorkspace } from "./simCluster";
 
@@ -27,6 +28,37 @@ async function failureOf(action: Promise<unknown>): Promise<string> {
 function imageId(cluster: SimCluster, index: number): string {
     return onNode(cluster.nodes[index], `docker image inspect --format '{{.Id}}' ${cluster.workloadImage}`).trim();
 }
+
+/** The image's content identity on a node, as the program computes it (components/scripts/image-identity.sh). */
+function imageIdentity(cluster: SimCluster, index: number): string {
+    return onNode(cluster.nodes[index], `${readScript("image-identity")}\nimage_identity ${cluster.workloadImage}`).trim();
+}
+
+/**
+ * The node's image saved, its config's creation time changed, and loaded again: the same layers and
+ * settings under another Docker id, which is what one image is on a node of the other image store
+ * (or after a save/load between stores). The containers keep running their image (the tag moves).
+ */
+const REDATE = `set -euo pipefail
+image="$1"; dir="$(mktemp -d)"; mkdir "$dir/x"
+docker save "$image" | tar -x -C "$dir/x"
+python3 - "$dir/x" <<'PY'
+import hashlib, json, os, sys
+root = sys.argv[1]
+manifest = json.load(open(os.path.join(root, "manifest.json")))
+old = manifest[0]["Config"]
+config = json.load(open(os.path.join(root, old)))
+config["created"] = "2020-01-01T00:00:00Z"
+data = json.dumps(config).encode()
+new = hashlib.sha256(data).hexdigest() + ".json"
+os.remove(os.path.join(root, old))
+open(os.path.join(root, new), "wb").write(data)
+manifest[0]["Config"] = new
+json.dump(manifest, open(os.path.join(root, "manifest.json"), "w"))
+PY
+docker image rm --force "$image" >/dev/null
+tar -C "$dir/x" -c . | docker load >/dev/null
+rm -rf "$dir"`;
 
 /** Records when each resource's step began and ended during an operation (by resource name). */
 function stepRecorder(): { onEvent: (event: EngineEvent) => void; spans: Map<string, { start: number; end: number }> } {
@@ -103,7 +135,8 @@ describe("preflight, and the image copy node to node over the fabric, on 3 simul
         const stack = await openStack(`${name}-image`, { workDir: workspace.dir, envVars: workspace.envVars, config: simStackConfig(cluster, MODEL_DIR) });
         stacks.push(stack);
         const message = await failureOf(stack.up());
-        expect(message).toContain(`image ${cluster.workloadImage} differs across nodes`);
+        expect(message).toContain(`image ${cluster.workloadImage} differs across nodes by content`);
+        expect(message).toContain(`spark1 (classic store) have ${imageIdentity(cluster, 0).slice(7, 19)}`);
         noContainers(cluster);
 
         await stack.setConfig("vllm-fleet:image", { value: JSON.stringify({ name: cluster.workloadImage, source: "copy" }) });
@@ -169,8 +202,17 @@ describe("preflight, and the image copy node to node over the fabric, on 3 simul
         const again = await stack.up({ replace: [urn] });
         expect(again.summary.result).toBe("succeeded");
         const replaced = JSON.stringify(await stack.exportStack());
-        expect(replaced).toMatch(new RegExp(`image-present ${cluster.workloadImage.replace(/[/.]/g, "\\$&")} ${original}`));
+        expect(replaced).toMatch(new RegExp(`image-present ${cluster.workloadImage.replace(/[/.]/g, "\\$&")} ${imageIdentity(cluster, 0)}`));
         expect(replaced).toContain("spark1: stream-skipped");
+
+        // The same image under another Docker id on spark2 (as on a node of the containerd store):
+        // compared by content, it is the same image; the next up copies nothing and serves.
+        onNode(cluster.nodes[1], `bash -c ${shQuote(REDATE)} _ ${cluster.workloadImage}`);
+        expect(imageId(cluster, 1)).not.toBe(original);
+        expect(imageIdentity(cluster, 1)).toBe(imageIdentity(cluster, 0));
+        const same = await stack.up();
+        expect(same.summary.result).toBe("succeeded");
+        expect(imageId(cluster, 1)).not.toBe(original);
         await stack.destroy();
     });
 

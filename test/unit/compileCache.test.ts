@@ -11,7 +11,7 @@ import { describe, expect, it } from "vitest";
 import { bashCommand, scriptProgram } from "../../components/shell";
 import { parseFleetConfig } from "../../infra/core/config";
 import { CONTAINER_CACHE_DIR, cacheKey } from "../../infra/core/plan";
-import { FAKE_IMAGE_ID, runWithFakeDocker } from "./fakeDocker";
+import { FAKE_IMAGE_IDENTITY, runWithFakeDocker } from "./fakeDocker";
 import { MockRun, runProgram, sparkProbeOutput, unsecret } from "./mocks";
 import { sparkDuo } from "./stacks";
 import { configProblems } from "./configErrors";
@@ -72,7 +72,7 @@ describe("the program", async () => {
     const removed = await runProgram({ ...duo, cache: { removeOnDestroy: true } }, probe);
     const mp = await runProgram({ ...duo, executor: "mp", cache: { dir: "/data/vllm-cache" } }, probe);
     const off = await runProgram({ ...duo, cache: { enabled: false } }, probe);
-    const mount = (dir: string) => `${dir}/unit/${cacheKey(FAKE_IMAGE_ID)}:${CONTAINER_CACHE_DIR}`;
+    const mount = (dir: string) => `${dir}/unit/${cacheKey(FAKE_IMAGE_IDENTITY)}:${CONTAINER_CACHE_DIR}`;
 
     it("mounts each node's cache of the image into every serving container, and not into the watchdog", () => {
         for (const name of ["ray-spark1-ray-head", "ray-spark2-ray-worker"]) {

@@ -44,6 +44,15 @@ describe("parseFleetConfig defaults", () => {
         expect(config.model).toEqual({ path: "/home/aurora/models/Qwen3.5-122B-A10B-FP8", servedName: "Qwen3.5-122B-A10B-FP8", sync: "none" });
     });
 
+    it("takes an image pinned by digest, with or without its tag, with image.source present or pull", () => {
+        const digest = `sha256:${"0123456789abcdef".repeat(4)}`;
+        for (const name of [`nvcr.io/nvidia/vllm@${digest}`, `nvcr.io/nvidia/vllm:26.01-py3@${digest}`, `localhost:5000/vllm:dev@${digest}`]) {
+            for (const source of ["present", "pull"] as const) {
+                expect(parseFleetConfig({ ...duo, image: { name, source } }).image).toEqual({ name, source });
+            }
+        }
+    });
+
     it("lets a node override the cluster-wide SSH user and port", () => {
         const custom = parseFleetConfig({ ...duo, nodes: [{ name: "a", host: "h1", user: "root", port: 2222 }] });
         expect(custom.nodes[0]).toMatchObject({ user: "root", port: 2222 });
@@ -58,6 +67,14 @@ describe("parseFleetConfig errors name the key, the value and what was expected"
         ["a relative model path", { model: { path: "models/q" } }, "vllm-fleet:model.path", /expected an absolute path/],
         ["an unknown driver", { containerDriver: "podman" }, "vllm-fleet:containerDriver", /got "podman"; expected one of "docker", "ssh"/],
         ["an image with shell syntax", { image: { name: "x;rm -rf /" } }, "vllm-fleet:image.name", /expected a Docker image reference/],
+        ["an image pinned by a short digest", { image: { name: "nvcr.io/nvidia/vllm@sha256:0123abc" } }, "vllm-fleet:image.name", /expected a digest pin as repo@sha256:<64 lowercase hex digits> \(also repo:tag@sha256:\.\.\.\)/],
+        ["an image pinned by another algorithm", { image: { name: `vllm:1@sha512:${"a".repeat(128)}` } }, "vllm-fleet:image.name", /expected a digest pin as repo@sha256:.*"sha512:a+" is not one/],
+        [
+            "a digest-pinned image copied",
+            { image: { name: `nvcr.io/nvidia/vllm:26.01-py3@sha256:${"a".repeat(64)}`, source: "copy" } },
+            "vllm-fleet:image.source",
+            /expected pull with a name pinned by digest .*docker save\/load, which keeps tags but not registry digests.*; or copy with a tag \(nvcr\.io\/nvidia\/vllm:26\.01-py3\)/,
+        ],
         ["a misspelled field", { vllm: { maxModelLength: 4096 } }, "vllm-fleet:vllm.maxModelLength", /unknown key; expected a key of vllm-fleet:vllm; did you mean vllm-fleet:vllm\.maxModelLen\?/],
         ["a port as a string", { ray: { port: "6379" } }, "vllm-fleet:ray.port", /got "6379"; expected a number/],
     ])("rejects %s", (_label, patch, key, message) => {

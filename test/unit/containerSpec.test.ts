@@ -251,11 +251,11 @@ describe("the serving containers mount the cache of their image", () => {
     const context = { config, stack: "spark-duo", service: DEFAULT_SERVICE, containers: DEFAULT_CONTAINERS };
     const head = rayContainerSpec(context, planned, 0, "r1");
 
-    it("keys the directory by the image id: <dir>/<stack>/image-<16 hex digits>", () => {
+    it("keys the directory by the image's content identity: <dir>/<stack>/image-<16 hex digits>", () => {
         expect(cache).toEqual({ stackDir: "/var/cache/vllm-fleet/spark-duo", removeOnDestroy: false, image: config.image.name });
         expect(cacheKey(IMAGE_A)).toBe("image-0123456789abcdef");
         expect(cacheKey(IMAGE_B)).toBe("image-fedcba9876543210");
-        expect(() => cacheKey("not-an-id")).toThrow(/is not a sha256 image id/);
+        expect(() => cacheKey("not-an-id")).toThrow(/content identity "not-an-id" is not sha256:<64 hex>/);
     });
 
     it("mounts it read-write at one path and points every library's cache into it", () => {
@@ -289,8 +289,8 @@ describe("the serving containers mount the cache of their image", () => {
         expect(withCompileCache(head, planCache(off, "spark-duo"), IMAGE_A)).toBe(head);
     });
 
-    it("refuses an unknown image id and a stack name that is no directory name", () => {
-        expect(() => withCompileCache(head, cache, undefined)).toThrow(/image id is unknown/);
+    it("refuses an unknown image identity and a stack name that is no directory name", () => {
+        expect(() => withCompileCache(head, cache, undefined)).toThrow(/the image's content identity is unknown/);
         expect(() => planCache(config, "..")).toThrow(/cannot name a directory under vllm-fleet:cache.dir/);
     });
 

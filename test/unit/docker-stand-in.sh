@@ -14,7 +14,8 @@
 #   image      its image id
 # $STANDIN_DIR/afterrun/<name>: the status lines a `docker run --name <name>` gives the new
 # container (default running), <name>.log its log. $STANDIN_DIR/engine-down present: the daemon does not answer. $STANDIN_DIR/images/<name>: an
-# image's id (default: every image is there, with $STANDIN_IMAGE_ID). Every call is appended to
+# image's id (default: every image is there, with $STANDIN_IMAGE_ID); images/<name>.digests its
+# RepoDigests, one a line (default: none). Every call is appended to
 # $STANDIN_DIR/calls (the arguments NUL-separated, a newline after the last).
 #
 # Inside a running container (`docker exec` without a recorded answer, the command of a
@@ -164,6 +165,11 @@ case "$command" in
     case "$format" in
       '{{.Id}}') echo "$id" ;;
       '{{.Size}}') echo 1000000 ;;
+      # image-identity.sh's description of the image: one layer named after the image's id
+      # (fakeDocker.ts standInIdentity hashes the same text).
+      'vllm-fleet image identity 1'*) printf 'vllm-fleet image identity 1\nplatform linux arm64 v8\nlayer %s\n' "$id" ;;
+      '{{printf "id %s\n" .Id}}'*) printf 'id %s\n' "$id" && sed 's/^/repo-digest /' "$D/images/${image//\//%}.digests" 2>/dev/null || true ;;
+      '{{range .RepoDigests}}{{println .}}{{end}}') cat "$D/images/${image//\//%}.digests" 2>/dev/null || true ;;
       *) not_modelled image inspect --format "$format" ;;
     esac
     ;;

@@ -32,7 +32,7 @@ const mgmtIpAddr = `2: enP7s7: <BROADCAST,MULTICAST,UP,LOWER_UP> mtu 1500 qdisc 
     inet 10.1.230.180/24 brd 10.1.230.255 scope global dynamic enP7s7
 `;
 
-function sparkProbe(overrides: { image?: string; ipAddr?: string; model?: string; smi?: string } = {}): string {
+function sparkProbe(overrides: { image?: string; store?: string; ipAddr?: string; model?: string; smi?: string } = {}): string {
     return [
         "### hostname",
         "spark-a",
@@ -51,8 +51,10 @@ function sparkProbe(overrides: { image?: string; ipAddr?: string; model?: string
         "/dev/infiniband/uverbs1\n/dev/infiniband/rdma_cm\n/dev/infiniband/uverbs0",
         "### docker",
         "28.3.3",
+        "### docker-store",
+        overrides.store ?? "overlay2\nBacking Filesystem=extfs\nSupports d_type=true\nUsing metacopy=false\nNative Overlay Diff=true\nuserxattr=false",
         "### image",
-        overrides.image ?? "sha256:1111111111111111111111111111111111111111111111111111111111111111",
+        overrides.image ?? `identity sha256:${"1".repeat(64)}\nid sha256:${"9".repeat(64)}`,
         "### model",
         overrides.model ?? "exists yes\nconfig-sha256 abc123\n4096 config.json\n61000000000 model-00001-of-00002.safetensors\n60000000000 model-00002-of-00002.safetensors",
         "",
@@ -148,7 +150,7 @@ describe("what the host checks read", () => {
             for (const tool of ["nvidia-smi", "ibdev2netdev", "docker"]) {
                 fs.writeFileSync(path.join(bin, tool), "#!/bin/sh\nexit 127\n", { mode: 0o755 });
             }
-            const program = `list_model_dir() { echo "exists no"; }\nIMAGE=x\nMODEL_PATH=/nonexistent\n${readScript("probe")}`;
+            const program = `list_model_dir() { echo "exists no"; }\nIMAGE=x\nMODEL_PATH=/nonexistent\n${readScript("image-identity")}\n${readScript("probe")}`;
             const output = execFileSync("bash", ["-c", program], { encoding: "utf8", env: { ...process.env, PATH: `${bin}:${process.env.PATH}` } });
             const facts = parseProbeOutput(output);
             const lo = facts.links?.find((link) => link.name === "lo");
@@ -237,11 +239,36 @@ describe("preflight", () => {
         expect(() => preflight([{ name: "spark1", facts: good }, { name: "spark2", facts: good }], options)).not.toThrow();
     });
 
-    it("names the nodes whose image ids differ", () => {
-        const other = parseProbeOutput(sparkProbe({ image: `sha256:${"2".repeat(64)}` }));
+    it("names the nodes whose images differ by content, and their image stores", () => {
+        const other = parseProbeOutput(sparkProbe({ image: `identity sha256:${"2".repeat(64)}\nid sha256:${"9".repeat(64)}` }));
         expect(failure([{ name: "spark1", facts: good }, { name: "spark2", facts: other }])).toContain(
-            "image vllm:test differs across nodes: spark1 have 111111111111; spark2 have 222222222222",
+            "image vllm:test differs across nodes by content (its layers or its config, not Docker's image id): spark1 (classic store) have 111111111111; spark2 (classic store) have 222222222222",
         );
+    });
+
+    it("passes one image on a classic and a containerd node, whose Docker ids differ", () => {
+        const containerd = parseProbeOutput(
+            sparkProbe({ store: "overlayfs\ndriver-type=io.containerd.snapshotter.v1", image: `identity sha256:${"1".repeat(64)}\nid sha256:${"e".repeat(64)}` }),
+        );
+        expect(containerd.imageStore).toEqual({ kind: "containerd", driver: "overlayfs" });
+        expect(good.imageStore).toEqual({ kind: "classic", driver: "overlay2" });
+        expect(containerd.imageId).not.toBe(good.imageId);
+        expect(() => preflight([{ name: "spark1", facts: good }, { name: "spark2", facts: containerd }], options)).not.toThrow();
+    });
+
+    it("checks an image pinned by digest against each node's registry digests (image.source present)", () => {
+        const digest = `sha256:${"d".repeat(64)}`;
+        const pinned = { ...options, image: `nvcr.io/nvidia/vllm:26.01-py3@${digest}` };
+        const pulled = parseProbeOutput(sparkProbe({ image: `identity sha256:${"1".repeat(64)}\nid sha256:${"9".repeat(64)}\nrepo-digest nvcr.io/nvidia/vllm@${digest}` }));
+        expect(pulled.imageRepoDigests).toEqual([`nvcr.io/nvidia/vllm@${digest}`]);
+        expect(() => preflight([{ name: "spark1", facts: pulled }, { name: "spark2", facts: pulled }], pinned)).not.toThrow();
+        // The name resolved to a local image (its config digest pinned, or a load) without that registry digest.
+        const message = failure([{ name: "spark1", facts: pulled }, { name: "spark2", facts: good }], pinned);
+        expect(message).toContain(`node spark2: image nvcr.io/nvidia/vllm:26.01-py3@${digest} is there, but not as registry digest dddddddddddd (it has no registry digest there: built or loaded, not pulled)`);
+        expect(message).toMatch(/; expected the image pulled by that digest with vllm-fleet:image\.source present: pull it on the node \(docker pull .*\), or set vllm-fleet:image\.source to pull, or correct the digest in vllm-fleet:image\.name$/);
+        expect(message).not.toContain("node spark1");
+        // With pull, the pull step itself checks the digest (image-pull.sh).
+        expect(() => preflight([{ name: "spark1", facts: pulled }, { name: "spark2", facts: good }], { ...pinned, imageSource: "pull" })).not.toThrow();
     });
 
     it("names a node without the image or the model", () => {
@@ -324,28 +351,28 @@ describe("every refusal from the nodes' facts says what was expected and what to
         ["Docker not answering (the fix is on the node)", () => preflight(two(withFacts({ dockerVersion: undefined })), base), /^  - node spark2: Docker does not answer/, /; the fix is on the node: start Docker there \(systemctl start docker\), or add the SSH user to the docker group$/],
         [
             "an image missing with image.source present",
-            () => preflight(two(withFacts({ imageId: undefined })), base),
+            () => preflight(two(withFacts({ imageIdentity: undefined })), base),
             /node spark2: image vllm:test is not present/,
             /; expected it there with vllm-fleet:image\.source present: pull or load it on the node, or set vllm-fleet:image\.source to pull \(every node pulls vllm-fleet:image\.name\) or copy \(the first node's, to the others\)$/,
         ],
         [
             "an image missing on the node image.source copy copies from",
-            () => preflight(two(good, withFacts({ imageId: undefined })), { ...base, imageSource: "copy" }),
+            () => preflight(two(good, withFacts({ imageIdentity: undefined })), { ...base, imageSource: "copy" }),
             /node spark1: image vllm:test is not present/,
             /; expected it on the first node, which vllm-fleet:image\.source copy copies from: pull or load it there, or set vllm-fleet:image\.source to pull$/,
         ],
-        ["an image missing after image.source pull", () => preflight(two(withFacts({ imageId: undefined })), { ...base, imageSource: "pull" }), /node spark2: image vllm:test is not present/, /; expected it delivered by vllm-fleet:image\.source pull: check vllm-fleet:image\.name$/],
+        ["an image missing after image.source pull", () => preflight(two(withFacts({ imageIdentity: undefined })), { ...base, imageSource: "pull" }), /node spark2: image vllm:test is not present/, /; expected it delivered by vllm-fleet:image\.source pull: check vllm-fleet:image\.name$/],
         [
             "images that differ (image.source present)",
-            () => preflight(two(withFacts({ imageId: `sha256:${"2".repeat(64)}` })), base),
-            /image vllm:test differs across nodes: spark1 have 111111111111; spark2 have 222222222222/,
-            /; expected one image id on every node: set vllm-fleet:image\.source to copy \(the first node's, to the others\), or to pull with vllm-fleet:image\.name pinned by digest \(name@sha256:\.\.\.\)$/,
+            () => preflight(two(withFacts({ imageIdentity: `sha256:${"2".repeat(64)}` })), base),
+            /image vllm:test differs across nodes by content \(its layers or its config, not Docker's image id\): spark1 \(classic store\) have 111111111111; spark2 \(classic store\) have 222222222222/,
+            /; expected the same image on every node: set vllm-fleet:image\.source to copy \(the first node's, to the others\), or to pull with vllm-fleet:image\.name pinned by digest \(name@sha256:\.\.\.\)$/,
         ],
         [
             "images that differ after image.source pull (the tag moved between pulls)",
-            () => preflight(two(withFacts({ imageId: `sha256:${"2".repeat(64)}` })), { ...base, imageSource: "pull" }),
+            () => preflight(two(withFacts({ imageIdentity: `sha256:${"2".repeat(64)}` })), { ...base, imageSource: "pull" }),
             /differs across nodes/,
-            /; expected one image id on every node: pin vllm-fleet:image\.name by digest \(name@sha256:\.\.\.\) so that every node pulls the same image, or set vllm-fleet:image\.source to copy/,
+            /; expected the same image on every node: pin vllm-fleet:image\.name by digest \(name@sha256:\.\.\.\) so that every node pulls the same image, or set vllm-fleet:image\.source to copy/,
         ],
         ["no model directory on the first node", () => preflight(two(good, withFacts({ model: { ...good.model, exists: false } })), base), /node spark1: model directory \/models\/q does not exist/, /; expected the model's directory there: set vllm-fleet:model\.path to where its config\.json and \*\.safetensors are$/],
         [

@@ -10,6 +10,7 @@
  * vllm-lifecycle.sh's start (and is the real python3 otherwise).
  */
 import { spawnSync } from "child_process";
+import * as crypto from "crypto";
 import * as fs from "fs";
 import * as os from "os";
 import * as path from "path";
@@ -20,6 +21,17 @@ export const PROJECT_ROOT = findProjectRoot(__dirname);
 
 /** The image id every fake node has: what the stand-in `docker` and the mock probes (mocks.ts) report. */
 export const FAKE_IMAGE_ID = `sha256:${"a".repeat(64)}`;
+
+/**
+ * The content identity image-identity.sh computes for an image of the stand-in `docker` with this
+ * id: the stand-in describes it as one layer named after the id (docker-stand-in.sh), on linux/arm64.
+ */
+export function standInIdentity(imageId: string): string {
+    return `sha256:${crypto.createHash("sha256").update(`vllm-fleet image identity 1\nplatform linux arm64 v8\nlayer ${imageId}\n`).digest("hex")}`;
+}
+
+/** The content identity of the image every fake node has: what the stand-in `docker` and the mock probes (mocks.ts) report. */
+export const FAKE_IMAGE_IDENTITY = standInIdentity(FAKE_IMAGE_ID);
 
 /** A container's State.Status as Docker reports it, or `gone`: no container of that name. */
 export type ContainerState = "created" | "running" | "paused" | "restarting" | "removing" | "exited" | "dead" | "gone";
@@ -54,6 +66,8 @@ export interface StandInDocker {
     readonly engineDown?: boolean;
     /** Images by name and id ("": no such image); any other name has {@link FAKE_IMAGE_ID}. */
     readonly images?: Readonly<Record<string, string>>;
+    /** The registry digests (RepoDigests: `name@sha256:...`) of images by name; none by default. */
+    readonly repoDigests?: Readonly<Record<string, readonly string[]>>;
     /** Variables for the command line (and what runs inside containers). */
     readonly env?: Readonly<Record<string, string>>;
 }
@@ -132,6 +146,9 @@ export function runWithFakeDocker(commandLine: string, docker: StandInDocker = {
         }
         for (const [name, id] of Object.entries(docker.images ?? {})) {
             fs.writeFileSync(path.join(dir, "images", name.replace(/\//g, "%")), id);
+        }
+        for (const [name, digests] of Object.entries(docker.repoDigests ?? {})) {
+            fs.writeFileSync(path.join(dir, "images", `${name.replace(/\//g, "%")}.digests`), digests.map((digest) => `${digest}\n`).join(""));
         }
         for (const [name, container] of Object.entries(docker.containers ?? {})) {
             if (container.afterRun) {

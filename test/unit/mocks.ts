@@ -9,7 +9,7 @@ import * as pulumi from "@pulumi/pulumi";
 import { vi } from "vitest";
 import type { Observer } from "../../components/observer";
 import { parseObservation } from "../../infra/core/observe";
-import { FAKE_IMAGE_ID } from "./fakeDocker";
+import { FAKE_IMAGE_ID, FAKE_IMAGE_IDENTITY } from "./fakeDocker";
 
 export interface RecordedResource {
     readonly type: string;
@@ -41,7 +41,12 @@ export function sparkProbeOutput(
     fabricIp: string,
     mgmtIp: string,
     overrides: {
-        imageId?: string;
+        /** The image's content identity (image-identity.sh) on the node; the fake image's by default. */
+        imageIdentity?: string;
+        /** The node's image store; classic (overlay2) by default. */
+        imageStore?: "classic" | "containerd";
+        /** The image's registry digests (`name@sha256:...`); none by default (a loaded image). */
+        repoDigests?: string[];
         gpus?: number;
         modelConfig?: object;
         weightBytes?: number;
@@ -89,8 +94,12 @@ export function sparkProbeOutput(
         ...(overrides.rdmaDevices ?? SPARK_RDMA_DEVICES),
         "### docker",
         "28.3.3",
+        "### docker-store",
+        ...(overrides.imageStore === "containerd" ? ["overlayfs", "driver-type=io.containerd.snapshotter.v1"] : ["overlay2", "Backing Filesystem=extfs", "Supports d_type=true"]),
         "### image",
-        overrides.imageId ?? FAKE_IMAGE_ID,
+        `identity ${overrides.imageIdentity ?? FAKE_IMAGE_IDENTITY}`,
+        `id ${FAKE_IMAGE_ID}`,
+        ...(overrides.repoDigests ?? []).map((digest) => `repo-digest ${digest}`),
         "### model",
         `exists yes\nconfig-sha256 abc\n1000 config.json\n${overrides.weightBytes ?? 5000} model.safetensors`,
         "### model-config",

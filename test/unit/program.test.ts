@@ -2,12 +2,12 @@ import { execFileSync } from "child_process";
 import * as fs from "fs";
 import * as os from "os";
 import * as path from "path";
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { bashCommand, readScript, shQuote } from "../../components/shell";
 import { VLLM_LIFECYCLE } from "../../components/vllmService";
 import { RAY_CONTAINER, RAY_SERVE_ARGS_FILE, VLLM_CONTAINER, WATCHDOG_CONTAINER } from "../../infra/core/names";
 import { CACHE_ENV } from "../../infra/core/plan";
-import { runWithFakeDocker } from "./fakeDocker";
+import { FAKE_IMAGE_IDENTITY, runWithFakeDocker, standInIdentity } from "./fakeDocker";
 import { MockRun, RecordedResource, runProgram, sparkProbeOutput, unsecret } from "./mocks";
 import { sparkDuo } from "./stacks";
 
@@ -331,8 +331,13 @@ describe("values reach the remote shell as data", async () => {
 describe("preflight stops the deployment before any container", () => {
     it("names the node whose image differs", async () => {
         const differing = (node: string) =>
-            sparkProbeOutput(fabricIps[node], mgmtIps[node], { imageId: node === "spark2" ? `sha256:${"b".repeat(64)}` : undefined });
-        await expect(runProgram(duo, differing)).rejects.toThrow(/image hellohal2064\/vllm-qwen3\.5-gb10:latest differs across nodes: spark1 have aaaaaaaaaaaa; spark2 have bbbbbbbbbbbb/);
+            sparkProbeOutput(fabricIps[node], mgmtIps[node], { imageIdentity: node === "spark2" ? `sha256:${"b".repeat(64)}` : undefined });
+        await expect(runProgram(duo, differing)).rejects.toThrow(
+            new RegExp(
+                `image hellohal2064/vllm-qwen3\\.5-gb10:latest differs across nodes by content \\(its layers or its config, not Docker's image id\\): ` +
+                    `spark1 \\(classic store\\) have ${FAKE_IMAGE_IDENTITY.slice(7, 19)}; spark2 \\(classic store\\) have bbbbbbbbbbbb`,
+            ),
+        );
     });
 
     it("refuses a model that does not fit, with the numbers", async () => {
@@ -487,6 +492,17 @@ describe("image delivery", () => {
         expect(calls.map((args) => args[0])).toEqual(["image"]);
     });
 
+    it("has the sender refuse, naming both identities, when the first node's image changed since the read", async () => {
+        const run = await runProgram({ ...duo, image: { name: "vllm:test", source: "copy" } }, probe);
+        const sender = unsecret(run.byName("spark2-image").inputs.peer).program as string;
+        expect(sender).toContain(`WANT_IDENTITY='${FAKE_IMAGE_IDENTITY}'`);
+        const other = `sha256:${"f".repeat(64)}`;
+        const outcome = runWithFakeDocker(bashCommand(sender), { images: { "vllm:test": other } });
+        expect(outcome.status).not.toBe(0);
+        expect(outcome.stderr).toContain(`vllm:test here is ${standInIdentity(other)}, not ${FAKE_IMAGE_IDENTITY} as read at the start of this run (content identities)`);
+        expect(outcome.calls.map((args) => args[0])).toEqual(["image"]);
+    });
+
     it("runs a copy from the builtin runner's provider as Pulumi serializes it, in a Node process of its own elsewhere", async () => {
         const run = await runProgram({ ...duo, image: { name: "vllm:test", source: "copy" } }, probe);
         const dir = fs.mkdtempSync(path.join(os.tmpdir(), "serialized-provider-"));
@@ -504,12 +520,32 @@ describe("image delivery", () => {
         }
     });
 
-    it("pulls on every node with source pull", async () => {
+    it("pulls on every node with source pull, and reports the image's content identity", async () => {
         const run = await runProgram({ ...duo, image: { name: "vllm:test", source: "pull" } }, probe);
         for (const node of ["spark1", "spark2"]) {
-            const calls = dockerCalls(run.byName(`${node}-image`).inputs.create);
-            expect(calls[0]).toEqual(["pull", "--quiet", "vllm:test"]);
+            const outcome = runWithFakeDocker(bashCommand(run.byName(`${node}-image`).inputs.create), {});
+            expect(outcome.status).toBe(0);
+            expect(outcome.calls[0]).toEqual(["pull", "--quiet", "vllm:test"]);
+            expect(outcome.stdout.trim()).toBe(`image-pulled vllm:test ${FAKE_IMAGE_IDENTITY}`);
         }
+    });
+
+    it("pulls a name pinned by digest and checks that the node knows what it got by that digest", async () => {
+        const digest = `sha256:${"d".repeat(64)}`;
+        const name = `registry.local:5000/vllm:26.01@${digest}`;
+        const run = await runProgram({ ...duo, image: { name, source: "pull" } }, probe);
+        const program = run.byName("spark2-image").inputs.create;
+        expect(program).toContain(`DIGEST='${digest}'`);
+        const pinned = runWithFakeDocker(bashCommand(program), { repoDigests: { [name]: [`registry.local:5000/vllm@${digest}`] } });
+        expect(pinned.status).toBe(0);
+        expect(pinned.calls[0]).toEqual(["pull", "--quiet", name]);
+        expect(pinned.stdout.trim()).toBe(`image-pulled ${name} ${FAKE_IMAGE_IDENTITY}`);
+        // A registry (or a proxy) that answered with another manifest: the step fails, naming what came.
+        const other = `sha256:${"e".repeat(64)}`;
+        const wrong = runWithFakeDocker(bashCommand(program), { repoDigests: { [name]: [`registry.local:5000/vllm@${other}`] } });
+        expect(wrong.status).not.toBe(0);
+        expect(wrong.stderr).toContain(`docker pull ${name} gave an image this node does not know by ${digest} (its registry digests: registry.local:5000/vllm@${other}); expected the pinned build`);
+        expect(wrong.stdout).not.toContain("image-pulled");
     });
 });
 
@@ -527,5 +563,29 @@ describe("weight sync", () => {
         expect(send.dependencies).toContain(run.byName("spark2-weights-receive").urn);
         expect(run.byName("spark2-weights-close").dependencies).toContain(send.urn);
         expect(run.resources.some((r) => r.name === "spark1-weights-receive")).toBe(false);
+    });
+});
+
+describe("image stores and pins, said at preview", () => {
+    it("warns when the nodes keep images in different stores, and serves them (one image, by content)", async () => {
+        const pulumi = await import("@pulumi/pulumi");
+        const warn = vi.spyOn(pulumi.log, "warn");
+        try {
+            const digest = `sha256:${"5".repeat(64)}`;
+            const mixed = (node: string) =>
+                sparkProbeOutput(fabricIps[node], mgmtIps[node], {
+                    imageStore: node === "spark2" ? "containerd" : "classic",
+                    repoDigests: [`hellohal2064/vllm-qwen3.5-gb10@${digest}`],
+                });
+            const run = await runProgram(duo, mixed);
+            expect(run.resources.some((resource) => resource.name === "vllm-serve")).toBe(true);
+            const said = warn.mock.calls.map((call) => String(call[0]));
+            expect(said).toContainEqual(expect.stringMatching(/^the nodes keep images in different Docker image stores: spark1 classic \(overlay2\), spark2 containerd \(overlayfs\); served all the same/));
+            expect(said).toContain(
+                `vllm-fleet:image.name hellohal2064/vllm-qwen3.5-gb10:latest is a tag, which can move to another build (nightly images do); spark1 has it as hellohal2064/vllm-qwen3.5-gb10:latest@${digest}: set vllm-fleet:image.name to that to pin this build`,
+            );
+        } finally {
+            warn.mockRestore();
+        }
     });
 });

@@ -4,12 +4,14 @@
  * and the node a stack names. Pure.
  */
 import { z } from "zod";
+import { imageDigestProblem, parseImageName } from "../image";
 import { managedFlagExpectation, managedVllmFlag } from "./vllmFlags";
 
 /** A node's or a service's name: lowercase letters, digits and '-', at most 32. */
 export const NAME = /^[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?$/;
-// An image reference: [registry[:port]/]repo[:tag][@digest]; no whitespace or shell syntax.
-const IMAGE_REF = /^[a-z0-9]+([._-][a-z0-9]+)*(:[0-9]+)?(\/[a-z0-9]+([._-][a-z0-9]+)*)*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[0-9a-f]{64})?$/;
+// An image reference: [registry[:port]/]repo[:tag][@digest]; no whitespace or shell syntax. The
+// digest's own form is checked apart (imageDigestProblem), to say what a digest pin looks like.
+const IMAGE_REF = /^[a-z0-9]+([._-][a-z0-9]+)*(:[0-9]+)?(\/[a-z0-9]+([._-][a-z0-9]+)*)*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@[A-Za-z0-9:+._-]*)?$/;
 // A parser name as vLLM spells them (qwen3, qwen3_coder, deepseek_r1, ...).
 const PARSER = /^[A-Za-z0-9_.-]{1,64}$/;
 
@@ -22,15 +24,42 @@ export interface FleetNode {
     readonly hostKey?: string;
 }
 
-export const imageSchema = z.strictObject({
-    name: z.string().regex(IMAGE_REF, "a Docker image reference such as nvcr.io/nvidia/vllm:25.11-py3"),
-    /**
-     * How the image gets onto the nodes: `present` (already there; preflight checks), `pull` (docker
-     * pull on every node), `copy` (docker save on the first node, docker load on the others over SSH,
-     * skipped where the id already matches).
-     */
-    source: z.enum(["present", "pull", "copy"]).default("present"),
-});
+/** The tag form of a pinned name, for a message: `repo:tag`, or `repo:<tag>` when it has none. */
+function tagged(name: string): string {
+    const parsed = parseImageName(name);
+    return `${parsed.repository}:${parsed.tag ?? "<tag>"}`;
+}
+
+export const imageSchema = z
+    .strictObject({
+        /** A tag (`repo:tag`) or a pin by registry digest (`repo@sha256:...`, `repo:tag@sha256:...`). */
+        name: z
+            .string()
+            .regex(IMAGE_REF, "a Docker image reference such as nvcr.io/nvidia/vllm:25.11-py3 (or pinned: nvcr.io/nvidia/vllm@sha256:<64 hex>)")
+            .superRefine((value, context) => {
+                const problem = IMAGE_REF.test(value) ? imageDigestProblem(value) : undefined;
+                if (problem) {
+                    context.addIssue({ code: "custom", message: problem });
+                }
+            }),
+        /**
+         * How the image gets onto the nodes: `present` (already there; preflight checks), `pull` (docker
+         * pull on every node), `copy` (docker save on the first node, docker load on the others over the
+         * fabric, skipped where the content already matches).
+         */
+        source: z.enum(["present", "pull", "copy"]).default("present"),
+    })
+    .superRefine((image, context) => {
+        // docker save/load carries tags, never registry digests: a node that loaded the copy would
+        // not find the image by `repo@sha256:...` (Docker would go and pull it).
+        if (image.source === "copy" && image.name.includes("@") && !imageDigestProblem(image.name)) {
+            context.addIssue({
+                code: "custom",
+                path: ["source"],
+                message: `pull with a name pinned by digest (${image.name}): copy moves the image by docker save/load, which keeps tags but not registry digests, so the other nodes would not find it by that name; or copy with a tag (${tagged(image.name)})`,
+            });
+        }
+    });
 
 export const executorSchema = z.enum(["ray", "mp"]).default("ray");
 

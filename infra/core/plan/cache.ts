@@ -12,8 +12,10 @@
  * | `FLASHINFER_WORKSPACE_BASE` | FlashInfer's JIT (flashinfer/jit/env.py): `<base>/.cache/flashinfer/` | `~` |
  * | `CUDA_CACHE_PATH` | the CUDA driver's PTX JIT cache | `~/.nv/ComputeCache` |
  *
- * The host directory is `<cache.dir>/<stack>/<key>`, the key made from the image id, so that another
- * image (another vLLM, torch, Triton or FlashInfer) never reads what this one compiled. Pure.
+ * The host directory is `<cache.dir>/<stack>/<key>`, the key made from the image's content identity
+ * (components/scripts/image-identity.sh: the same on Docker's classic and containerd image stores,
+ * unlike Docker's image id), so that another image (another vLLM, torch, Triton or FlashInfer) never
+ * reads what this one compiled, and one image shares its cache whatever store a node keeps it in. Pure.
  */
 import { FleetConfig } from "../config";
 import { ContainerSpec } from "../containerSpec";
@@ -56,33 +58,34 @@ export function planCache(config: Pick<FleetConfig, "cache" | "image">, stack: s
 }
 
 /**
- * The directory name of an image's caches: the first 16 hex digits of its id (`sha256:<64 hex>`, as
- * `docker image inspect` gives it), so another image, even under the same tag, gets a cold cache.
+ * The directory name of an image's caches: the first 16 hex digits of its content identity
+ * (`sha256:<64 hex>`, as image-identity.sh gives it), so another image, even under the same tag,
+ * gets a cold cache.
  */
-export function cacheKey(imageId: string): string {
-    const match = /^(?:sha256:)?([0-9a-f]{64})$/.exec(imageId.trim());
+export function cacheKey(imageIdentity: string): string {
+    const match = /^(?:sha256:)?([0-9a-f]{64})$/.exec(imageIdentity.trim());
     if (!match) {
-        throw new FleetError(`the image id ${JSON.stringify(imageId)} is not a sha256 image id; the compile cache is keyed by it`);
+        throw new FleetError(`the image's content identity ${JSON.stringify(imageIdentity)} is not sha256:<64 hex>; the compile cache is keyed by it`);
     }
     return `image-${match[1].slice(0, 16)}`;
 }
 
 /**
- * `spec` with the node's cache directory for `imageId` mounted (read-write) at
+ * `spec` with the node's cache directory for `imageIdentity` mounted (read-write) at
  * {@link CONTAINER_CACHE_DIR} and every library pointed into it; `spec` unchanged without a cache.
  * Docker creates the host directory (as root) when the container is created, with either driver
  * (a missing bind source is made, by `docker run --volume` and by the Docker provider's binds).
  */
-export function withCompileCache(spec: ContainerSpec, cache: CachePlan | undefined, imageId: string | undefined): ContainerSpec {
+export function withCompileCache(spec: ContainerSpec, cache: CachePlan | undefined, imageIdentity: string | undefined): ContainerSpec {
     if (!cache) {
         return spec;
     }
-    if (!imageId) {
-        throw new FleetError(`container ${spec.name}: the image id is unknown, and the compile cache is keyed by it`);
+    if (!imageIdentity) {
+        throw new FleetError(`container ${spec.name}: the image's content identity is unknown, and the compile cache is keyed by it`);
     }
     return {
         ...spec,
         env: { ...spec.env, ...CACHE_ENV },
-        mounts: [...spec.mounts, { source: `${cache.stackDir}/${cacheKey(imageId)}`, target: CONTAINER_CACHE_DIR, readOnly: false }],
+        mounts: [...spec.mounts, { source: `${cache.stackDir}/${cacheKey(imageIdentity)}`, target: CONTAINER_CACHE_DIR, readOnly: false }],
     };
 }

@@ -11,6 +11,7 @@ import { managedFlagKeys } from "../config/vllmFlags";
 import { ContainerSpec } from "../containerSpec";
 import { NodeFacts } from "../facts";
 import { enforceHostChecks } from "../hostChecks";
+import { imageStoreWarning } from "../image";
 import { FitPlan, fitNodeFromFacts, kvCacheDtypeFromArgs, parseModelConfig, planFit, safetensorsWeightBytes } from "../fit";
 import { RAY_HEAD_VLLM_CONFIG_ROOT, RAY_SERVE_ARGS_FILE, RAY_SERVE_LOG, ServiceContainers, servingContainer } from "../names";
 import { Reconciliation } from "../reconcile";
@@ -123,7 +124,10 @@ export interface ServicePlan {
 export interface FleetPlan {
     /** Every node of the stack. */
     readonly nodes: readonly PlannedNode[];
-    /** What the nodes' fabric attachments and the host checks (hostChecks.ts) warn about, one line each. */
+    /**
+     * What the nodes' fabric attachments, the host checks (hostChecks.ts) and their image stores
+     * (image.ts: classic and containerd side by side) warn about, one line each.
+     */
     readonly warnings: readonly string[];
     readonly firewalls: readonly FirewallPlan[];
     /** Each node's preparation before its serving containers start (hostPrep); none when off. */
@@ -209,7 +213,7 @@ export function planFleet(input: PlanInput): FleetPlan {
     );
     return {
         nodes,
-        warnings: [...fabricWarnings(config, nodes), ...hostWarnings],
+        warnings: [...fabricWarnings(config, nodes), ...hostWarnings, ...[imageStoreWarning(input.nodes)].filter((warning): warning is string => warning !== undefined)],
         firewalls: planFirewalls(
             config,
             input.services.map((service) => service.config),
@@ -352,14 +356,14 @@ export function checkPrepared(config: FleetConfig, nodes: readonly PreparedNode[
 }
 
 /**
- * A node's facts as preparation left them: the image id the delivery step reports (it ran after the
- * read), and the model directory a download or a sync left (the first node's config.json is kept:
- * a sync lists the directory, it does not read the file).
+ * A node's facts as preparation left them: the image's content identity the delivery step reports
+ * (it ran after the read), and the model directory a download or a sync left (the first node's
+ * config.json is kept: a sync lists the directory, it does not read the file).
  */
-export function preparedFacts(observed: NodeFacts, delivered: { readonly imageId?: string; readonly model?: NodeFacts["model"] }): NodeFacts {
+export function preparedFacts(observed: NodeFacts, delivered: { readonly imageIdentity?: string; readonly model?: NodeFacts["model"] }): NodeFacts {
     return {
         ...observed,
-        imageId: delivered.imageId ?? observed.imageId,
+        imageIdentity: delivered.imageIdentity ?? observed.imageIdentity,
         model: delivered.model ? { ...delivered.model, configJson: delivered.model.configJson ?? observed.model.configJson } : observed.model,
     };
 }
