@@ -6,7 +6,7 @@
  * then finds nothing of the old service running).
  */
 import * as pulumi from "@pulumi/pulumi";
-import { SwapStop } from "../infra/core/plan";
+import { SwapPlan, SwapStop } from "../infra/core/plan";
 import { CommandRunner, hostCommand } from "./hostCommand";
 import { NodeAccess } from "./sparkNode";
 import { scriptProgram } from "./shell";
@@ -33,4 +33,21 @@ export class SwapStopStep extends pulumi.ComponentResource {
         ).resource;
         this.registerOutputs({});
     }
+}
+
+/**
+ * The stops each new service waits for (`plan.stopsBefore`), by service name: one step per leaving
+ * service and node, made once and shared by the new services that wait for it.
+ */
+export function swapStops(plan: SwapPlan, nodeOf: (node: string) => NodeAccess & pulumi.Resource, runner: CommandRunner): (service: string) => pulumi.Resource[] {
+    const steps = new Map<string, pulumi.Resource>();
+    return (service) =>
+        (plan.stopsBefore[service] ?? []).map((stop) => {
+            const name = `${stop.node}-${stop.service}-swap-stop`;
+            if (!steps.has(name)) {
+                const node = nodeOf(stop.node);
+                steps.set(name, new SwapStopStep(name, { node, stop, runner }, { parent: node }).step);
+            }
+            return steps.get(name)!;
+        });
 }

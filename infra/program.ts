@@ -18,7 +18,7 @@ import { RayCluster } from "../components/rayCluster";
 import { ServeArgsCheck } from "../components/serveArgsCheck";
 import { readScript } from "../components/shell";
 import { ImageDelivery, SparkNode } from "../components/sparkNode";
-import { SwapStopStep } from "../components/swapStop";
+import { swapStops } from "../components/swapStop";
 import { VLLM_LIFECYCLE, VllmService } from "../components/vllmService";
 import { WeightSync } from "../components/weightSync";
 import { FleetConfig, ServiceConfig, inServiceKeys, serviceConfig } from "./core/config";
@@ -298,19 +298,14 @@ export async function fleetProgram(observe: Observer = observeOverSsh): Promise<
     // Swaps: services of the stack running now that left the config, and the new ones that take
     // their served names or their room; preview says which stop first, and why (plan/swaps.ts).
     const running = runningServices(reads.flat());
-    const leaving = running.filter((service) => !config.services.some((own) => own.name === service.name));
     const swaps = planSwaps({
         services: services.map((service) => ({ name: service.service.name, config: service.config, keyPrefix: service.service.keyPrefix })),
         running,
         memoryBytes: (node) => fitNodeFromFacts(node, stackNodes.find((observation) => observation.node === node)!.facts).memoryBytes,
         policy: config.swap,
     });
-    for (const note of swaps.notes) {
-        pulumi.log.info(note);
-    }
-    for (const warning of swaps.warnings) {
-        pulumi.log.warn(warning);
-    }
+    swaps.notes.forEach((note) => pulumi.log.info(note));
+    swaps.warnings.forEach((warning) => pulumi.log.warn(warning));
     const unpinned = config.nodes.filter((node) => !node.hostKey).map((node) => node.name);
     if (unpinned.length > 0) {
         pulumi.log.warn(
@@ -325,7 +320,7 @@ export async function fleetProgram(observe: Observer = observeOverSsh): Promise<
         stack,
         nodes: stackNodes.map((observation) => ({ name: observation.node, facts: observation.facts })),
         services: services.map((service, index) => ({ config: service.config, name: service.service.name, containers: service.containers, reconciliation: reconciliations[index] })),
-        leavingAlive: leaving.flatMap((service) => service.nodes),
+        leavingAlive: running.filter((service) => !config.services.some((own) => own.name === service.name)).flatMap((service) => service.nodes),
         firewallRevisions: firewallRevisions(stackNodes, newRevision),
         watchdogScript: readScript("watchdog.py"),
         lifecycleScript: readScript(VLLM_LIFECYCLE),
@@ -365,18 +360,8 @@ export async function fleetProgram(observe: Observer = observeOverSsh): Promise<
     const cacheSteps = plan.cache ? sparks.map((node) => new CompileCache(`${node.nodeName}-compile-cache`, { node, plan: plan.cache!, runner }, { parent: node }).step) : [];
     const nodeSteps = [...firewalls.map((firewall) => firewall.rules), ...preps.map((prep) => prep.step), ...cacheSteps];
 
-    // A new service that cannot run beside one leaving the config starts after that one stopped
-    // (one step per leaving service and node, shared by the new services that wait for it).
-    const stopSteps = new Map<string, pulumi.Resource>();
-    const stopsBefore = (service: string) =>
-        (swaps.stopsBefore[service] ?? []).map((stop) => {
-            const stepName = `${stop.node}-${stop.service}-swap-stop`;
-            if (!stopSteps.has(stepName)) {
-                const node = sparkOf(stop.node);
-                stopSteps.set(stepName, new SwapStopStep(stepName, { node, stop, runner }, { parent: node }).step);
-            }
-            return stopSteps.get(stepName)!;
-        });
+    // A new service that cannot run beside one leaving the config starts after that one stopped.
+    const stopsBefore = swapStops(swaps, sparkOf, runner);
     const deployed = prepared.map((service) =>
         serveService(service, { apiKey: key, rayToken: rayTokens.get(service.plan.name), after: [...nodeSteps, ...stopsBefore(service.plan.name)], cachePlan: plan.cache }),
     );
