@@ -17,6 +17,8 @@ export interface SwapStopArgs {
     /** What to stop there. */
     readonly stop: SwapStop;
     readonly runner: CommandRunner;
+    /** Steps to finish first (the old service's stop on its first node). */
+    readonly after?: readonly pulumi.Resource[];
 }
 
 export class SwapStopStep extends pulumi.ComponentResource {
@@ -29,7 +31,7 @@ export class SwapStopStep extends pulumi.ComponentResource {
             args.runner,
             name,
             { connection: args.node.connection, create: scriptProgram(["docker-state", "swap-stop"], { NAMES: [...args.stop.containers] }) },
-            { parent: this },
+            { parent: this, dependsOn: [...(args.after ?? [])] },
         ).resource;
         this.registerOutputs({});
     }
@@ -41,13 +43,18 @@ export class SwapStopStep extends pulumi.ComponentResource {
  */
 export function swapStops(plan: SwapPlan, nodeOf: (node: string) => NodeAccess & pulumi.Resource, runner: CommandRunner): (service: string) => pulumi.Resource[] {
     const steps = new Map<string, pulumi.Resource>();
-    return (service) =>
-        (plan.stopsBefore[service] ?? []).map((stop) => {
+    return (service) => {
+        const stops = plan.stopsBefore[service] ?? [];
+        return stops.map((stop) => {
             const name = `${stop.node}-${stop.service}-swap-stop`;
             if (!steps.has(name)) {
                 const node = nodeOf(stop.node);
-                steps.set(name, new SwapStopStep(name, { node, stop, runner }, { parent: node }).step);
+                // The other nodes after the first (its watchdog would restart what they stop meanwhile).
+                const first = stops.find((other) => other.service === stop.service);
+                const after = first && first !== stop ? [steps.get(`${first.node}-${first.service}-swap-stop`)!] : [];
+                steps.set(name, new SwapStopStep(name, { node, stop, runner, after }, { parent: node }).step);
             }
             return steps.get(name)!;
         });
+    };
 }

@@ -148,7 +148,10 @@ export interface Swap {
 
 export interface SwapPlan {
     readonly swaps: readonly Swap[];
-    /** For each new service, the stops its serving containers wait for (none: it starts right away). */
+    /**
+     * For each new service, the stops its serving containers wait for (none: it starts right away);
+     * each leaving service's stops begin with its first node's (its watchdog and its head or rank 0).
+     */
     readonly stopsBefore: Readonly<Record<string, readonly SwapStop[]>>;
     /** For `pulumi.log.warn`: downtime that preview announces. */
     readonly warnings: readonly string[];
@@ -306,7 +309,8 @@ export function planSwaps(input: SwapInput): SwapPlan {
                     `swap of model "${servedName}" from service ${old.name} to service ${service.name} refused (vllm-fleet:swap is refuseDowntime): they cannot run side by side, and stopping ${old.name} first would leave "${servedName}" unserved: ${reasons.join("; ")}; give ${service.name} other nodes, another port or a smaller vllm.gpuMemoryUtilization (or set vllm-fleet:swap to stopFirst)`,
                 );
             }
-            const stops = old.nodes.map((node) => ({
+            // Its first node first (the watchdog and the head or rank 0), then the others.
+            const stops = [old.firstNode, ...old.nodes.filter((node) => node !== old.firstNode)].map((node) => ({
                 service: old.name,
                 node,
                 containers: [...(old.containers[node] ?? [])].sort((a, b) => Number(b.endsWith("-watchdog")) - Number(a.endsWith("-watchdog"))),
