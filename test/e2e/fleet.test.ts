@@ -12,6 +12,7 @@
  * - a swap from coder2 to coder3 on the same port (no room): preview announces that coder2 stops
  *   first, naming the port and the downtime bound (refused with swap refuseDowntime); the up stops
  *   coder2's containers before coder3's start.
+ * - big's served name changed in place: preview calls it a replacement with downtime.
  * The gateway (one endpoint routing by model) is not part of this: each service is asked on its own
  * endpoint, and the samples ask both for the name.
  * Real SSH, Docker and Ray; the GPU, the fabric link and vLLM are stand-ins.
@@ -230,6 +231,8 @@ describe("a fleet of three services on four simulated Sparks", () => {
         await stack.preview({ onEvent: (event) => (diagnostics(infos, "info")(event), diagnostics(warnings, "warning")(event)) });
         expect(infos.join("\n")).toContain('swap of model "coder-moe" from service coder to service coder2: blue/green: coder2 starts beside coder on spark3, spark4');
         expect(warnings.join("\n")).not.toContain("swap of model");
+        // big's own head and coder's ranks read as serving what the config says: nothing changes in place.
+        expect(warnings.join("\n")).not.toContain("in place");
 
         const started = Date.now();
         const sampler = sampleServing([oldEndpoint, newEndpoint], "coder-moe", apiKey);
@@ -249,6 +252,9 @@ describe("a fleet of three services on four simulated Sparks", () => {
         expect(died, JSON.stringify(events)).toBeDefined();
         expect(newStart!.at).toBeLessThan(died!.at);
         expect(firstNew!.at).toBeLessThan(died!.at);
+        console.info(
+            `blue/green: ${samples.length} samples during up, none unanswered; coder2 answered ${((died!.at - firstNew!.at) / 1000).toFixed(1)} s before coder's rank 0 died, its container started ${((died!.at - newStart!.at) / 1000).toFixed(1)} s before`,
+        );
 
         const after = containerIds(cluster, name);
         expect(idsOf(after, "coder")).toEqual({});
@@ -292,6 +298,7 @@ describe("a fleet of three services on four simulated Sparks", () => {
             const created = events.find((event) => event.name === "vllm-fleet-coder3-vllm" && event.action === "create");
             expect(died, JSON.stringify(events)).toBeDefined();
             expect(died!.at).toBeLessThan(created!.at);
+            console.info(`stop first on ${node.name}: coder2's container died ${((created!.at - died!.at) / 1000).toFixed(1)} s before coder3's was created`);
         }
         const after = containerIds(cluster, name);
         expect(idsOf(after, "coder2")).toEqual({});
@@ -311,6 +318,15 @@ describe("a fleet of three services on four simulated Sparks", () => {
         expect(next.summary.result).toBe("succeeded");
         expect([...new Set(touched)].sort()).toEqual(["delete spark3-coder2-swap-stop", "delete spark4-coder2-swap-stop"]);
         expect(containerIds(cluster, name)).toEqual(after);
+    });
+
+    it("previews a served name changed in place (big, ray) as a replacement with downtime, suggesting a new service", async () => {
+        await setServices([{ ...BIG, model: model("big-moe-2") }, CODER3]);
+        const warnings: string[] = [];
+        await stack.preview({ onEvent: diagnostics(warnings, "warning") });
+        expect(warnings.join("\n")).toContain('service big changes what it serves in place (served name "big-moe" -> "big-moe-2"): a replacement with downtime');
+        expect(warnings.join("\n")).toContain("declare the new model as a new service (e.g. big-2");
+        await setServices([BIG, CODER3]);
     });
 
     it("reports no changes on a second up, and destroys every container it started", async () => {
