@@ -19,16 +19,17 @@ import { RayCluster } from "../components/rayCluster";
 import { ServeArgsCheck } from "../components/serveArgsCheck";
 import { readScript } from "../components/shell";
 import { SparkNode } from "../components/sparkNode";
+import { swapStops } from "../components/swapStop";
 import { imageDeliveries } from "./imageDeliveries";
 import { VLLM_LIFECYCLE, VllmService } from "../components/vllmService";
 import { WeightSync } from "../components/weightSync";
 import { FleetConfig, ServiceConfig, inServiceKeys, serviceConfig } from "./core/config";
 import { ModelDirFacts } from "./core/facts";
-import { describeFitPlan } from "./core/fit";
+import { describeFitPlan, fitNodeFromFacts } from "./core/fit";
 import { unpinnedImageWarning } from "./core/image";
 import { DEFAULT_SERVICE, serviceContainers, serviceResourceName } from "./core/names";
 import { NodeObservation, checkOwnership, firewallRevisions, newRevision, ofService } from "./core/observe";
-import { CachePlan, PreparedNode, ServicePlan, checkPrepared, planFleet, planServiceBudgets, preparedFacts } from "./core/plan";
+import { CachePlan, PreparedNode, ServicePlan, checkPrepared, planFleet, planServiceBudgets, planSwaps, preparedFacts, runningServices } from "./core/plan";
 import { reconcile } from "./core/reconcile";
 import { readStackConfig } from "./stackConfig";
 
@@ -285,6 +286,17 @@ export async function fleetProgram(observe: Observer = observeOverSsh): Promise<
             pulumi.log.warn(`${prefix}${finding}`);
         }
     }
+    // Swaps: services of the stack running now that left the config, and the new ones that take
+    // their served names or their room; preview says which stop first, and why (plan/swaps.ts).
+    const running = runningServices(reads.flat());
+    const swaps = planSwaps({
+        services: services.map((service) => ({ name: service.service.name, config: service.config, keyPrefix: service.service.keyPrefix })),
+        running,
+        memoryBytes: (node) => fitNodeFromFacts(node, stackNodes.find((observation) => observation.node === node)!.facts).memoryBytes,
+        policy: config.swap,
+    });
+    swaps.notes.forEach((note) => pulumi.log.info(note));
+    swaps.warnings.forEach((warning) => pulumi.log.warn(warning));
     const unpinned = config.nodes.filter((node) => !node.hostKey).map((node) => node.name);
     if (unpinned.length > 0) {
         pulumi.log.warn(
@@ -299,6 +311,7 @@ export async function fleetProgram(observe: Observer = observeOverSsh): Promise<
         stack,
         nodes: stackNodes.map((observation) => ({ name: observation.node, facts: observation.facts })),
         services: services.map((service, index) => ({ config: service.config, name: service.service.name, containers: service.containers, reconciliation: reconciliations[index] })),
+        leavingAlive: running.filter((service) => !config.services.some((own) => own.name === service.name)).flatMap((service) => service.nodes),
         firewallRevisions: firewallRevisions(stackNodes, newRevision),
         watchdogScript: readScript("watchdog.py"),
         lifecycleScript: readScript(VLLM_LIFECYCLE),
@@ -350,8 +363,10 @@ export async function fleetProgram(observe: Observer = observeOverSsh): Promise<
     const cacheSteps = plan.cache ? sparks.map((node) => new CompileCache(`${node.nodeName}-compile-cache`, { node, plan: plan.cache!, runner }, { parent: node }).step) : [];
     const nodeSteps = [...firewalls.map((firewall) => firewall.rules), ...preps.map((prep) => prep.step), ...cacheSteps];
 
+    // A new service that cannot run beside one leaving the config starts after that one stopped.
+    const stopsBefore = swapStops(swaps, sparkOf, runner);
     const deployed = prepared.map((service) =>
-        serveService(service, { apiKey: key, rayToken: rayTokens.get(service.plan.name), after: nodeSteps, cachePlan: plan.cache }),
+        serveService(service, { apiKey: key, rayToken: rayTokens.get(service.plan.name), after: [...nodeSteps, ...stopsBefore(service.plan.name)], cachePlan: plan.cache }),
     );
 
     // The gateway, once every service serves (their readiness gates) and its image is on its node.

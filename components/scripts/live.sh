@@ -25,9 +25,25 @@ ids="$(awk -F '\t' -v stack="$STACK" '$3 == stack { print $1 }' <<<"$listing")"
 containers=""
 if [ -n "$ids" ]; then
   # shellcheck disable=SC2086 # the ids are words
-  containers="$(docker inspect --format '{"name":{{json .Name}},"id":{{json .Id}},"status":{{json .State.Status}},"running":{{.State.Running}},"restarting":{{.State.Restarting}},"exitCode":{{.State.ExitCode}},"restartCount":{{.RestartCount}},"startedAt":{{json .State.StartedAt}},"labels":{{json .Config.Labels}}}' $ids 2>/dev/null || true)"
+  containers="$(docker inspect --format '{"name":{{json .Name}},"id":{{json .Id}},"status":{{json .State.Status}},"running":{{.State.Running}},"restarting":{{.State.Restarting}},"exitCode":{{.State.ExitCode}},"restartCount":{{.RestartCount}},"startedAt":{{json .State.StartedAt}},"labels":{{json .Config.Labels}},"image":{{json .Config.Image}},"args":{{json .Args}}}' $ids 2>/dev/null || true)"
   printf '%s\n' "$containers"
 fi
+
+# What `vllm serve` runs with in each running Ray head of this stack on the node but this service's
+# (whose head the exec below reads): the arguments the last start left (vllm-lifecycle.sh), one line
+# each, `<container>\t<JSON list>`. A service of the stack that left the config is known by them (its
+# served name, port and memory share: infra/core/plan/swaps.ts); mp ranks carry theirs as `args`.
+section serve-args
+while IFS= read -r line; do
+  case "$line" in
+    *'"status":"running",'*'"vllm-fleet.role":"ray-head"'*) ;;
+    *) continue ;;
+  esac
+  head_name="$(sed -n 's/^{"name":"\/\([^"]*\)".*/\1/p' <<<"$line")"
+  if [ -n "$head_name" ] && [ "$head_name" != "$SERVING_CONTAINER" ]; then
+    printf '%s\t%s\n' "$head_name" "$(docker exec "$head_name" cat /tmp/vllm-fleet-serve.args 2>/dev/null | tr -d '\n' || true)"
+  fi
+done <<<"$containers"
 
 # Containers this stack does not own but would touch: another stack's (by its label), or one
 # without the label under a name this stack uses. One line each: name, owning stack, status.
@@ -66,6 +82,11 @@ if serve_section == "yes":
             print("token", f.read().strip())
     except OSError:
         print("token ")
+    try:
+        with open("/tmp/vllm-fleet-serve.args") as f:
+            print("args", f.read().replace("\n", ""))
+    except OSError:
+        pass
 if endpoint_section != "yes":
     sys.exit(0)
 print("### endpoint", flush=True)

@@ -24,6 +24,10 @@ export interface LiveContainer {
     readonly restartCount: number;
     readonly startedAt: string;
     readonly labels: Readonly<Record<string, string>>;
+    /** The image as the container was started with it (`.Config.Image`). */
+    readonly image?: string;
+    /** Its command's arguments (`.Args`): an mp rank's are those of `vllm`, `serve` first. */
+    readonly args?: readonly string[];
 }
 
 /**
@@ -47,7 +51,12 @@ export interface NodeObservation {
     /** Containers of others that this stack would touch (none: absent or empty). */
     readonly foreign?: readonly ForeignContainer[];
     /** `vllm serve` inside the Ray head (ray executor, first node only). */
-    readonly serve?: { readonly running: boolean; readonly token: string };
+    readonly serve?: { readonly running: boolean; readonly token: string; readonly args?: readonly string[] };
+    /**
+     * The arguments of `vllm` (`serve` first) that the last start left in each other running Ray
+     * head of the stack on this node, by container: what a service that left the config serves.
+     */
+    readonly serveArgs?: Readonly<Record<string, readonly string[]>>;
     /** The API as the first node answers it: /health's status and one completion. */
     readonly endpoint?: { readonly health: string; readonly completionOk: boolean; readonly detail: string };
     /** The watchdog's recent events (JSON text), when it runs on this node. */
@@ -66,14 +75,21 @@ export function parseObservation(node: string, output: string): NodeObservation 
         if (!line.trim().startsWith("{")) {
             continue;
         }
-        const raw = JSON.parse(line) as Omit<LiveContainer, "labels"> & { labels: Record<string, string> | null };
-        containers.push({ ...raw, name: raw.name.replace(/^\//, ""), labels: raw.labels ?? {} });
+        const raw = JSON.parse(line) as Omit<LiveContainer, "labels" | "args"> & { labels: Record<string, string> | null; args?: string[] | null };
+        containers.push({ ...raw, name: raw.name.replace(/^\//, ""), labels: raw.labels ?? {}, args: raw.args ?? undefined });
     }
     const serveText = sections.get("serve");
     const serve =
         serveText === undefined
             ? undefined
-            : { running: /^process yes$/m.test(serveText), token: /^token (\S*)$/m.exec(serveText)?.[1] ?? "" };
+            : { running: /^process yes$/m.test(serveText), token: /^token (\S*)$/m.exec(serveText)?.[1] ?? "", args: argsList(/^args (.*)$/m.exec(serveText)?.[1]) };
+    const serveArgs: Record<string, readonly string[]> = {};
+    for (const [name, text] of (sections.get("serve-args") ?? "").split("\n").map((line) => line.split("\t"))) {
+        const args = argsList(text);
+        if (name?.trim() && args) {
+            serveArgs[name.trim()] = args;
+        }
+    }
     const endpointText = sections.get("endpoint");
     const endpoint =
         endpointText === undefined
@@ -102,7 +118,17 @@ export function parseObservation(node: string, output: string): NodeObservation 
         .map((line) => line.split("\t"))
         .filter((fields) => fields.length === 3 && fields[0].trim() !== "")
         .map(([name, stack, status]) => ({ name: name.trim().replace(/^\//, ""), stack, status: status.trim() }));
-    return { node, facts: parseProbeOutput(output), containers, foreign, serve, endpoint, watchdog, rayNodes, firewall };
+    return { node, facts: parseProbeOutput(output), containers, foreign, serve, serveArgs, endpoint, watchdog, rayNodes, firewall };
+}
+
+/** A JSON list of strings (the arguments a start left), or undefined for anything else. */
+function argsList(text: string | undefined): readonly string[] | undefined {
+    try {
+        const value: unknown = JSON.parse(text ?? "");
+        return Array.isArray(value) && value.every((arg) => typeof arg === "string") ? value : undefined;
+    } catch {
+        return undefined;
+    }
 }
 
 /**

@@ -11,6 +11,13 @@
  *   key refused, streaming passed through; its container kept when a service changes and when its
  *   routes change (they are given to the running router); a stopped service answers 503 for its
  *   model only.
+ * - a swap of the model name coder-moe from coder to coder2 (another port, both fit: blue/green),
+ *   sampled during the up: the name answers at every sample, and coder's containers die only after
+ *   coder2 answered (Docker's events on the node).
+ * - a swap from coder2 to coder3 on the same port (no room): preview announces that coder2 stops
+ *   first, naming the port and the downtime bound (refused with swap refuseDowntime); the up stops
+ *   coder2's containers before coder3's start.
+ * - big's served name changed in place: preview calls it a replacement with downtime.
  * Real SSH, Docker, Ray and vllm-router; the GPU, the fabric link and vLLM are stand-ins.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -21,7 +28,11 @@ import { TINY_MODEL_DIR } from "./simCluster";
 
 const model = (servedName: string) => ({ path: TINY_MODEL_DIR, servedName });
 const BIG = { name: "big", nodes: ["spark1", "spark2"], executor: "ray", parallelism: { tensor: 2 }, model: model("big-moe"), vllm: { port: 8000, maxModelLen: 4096, gpuMemoryUtilization: 0.6 } };
-const CODER = { name: "coder", nodes: ["spark3", "spark4"], executor: "mp", parallelism: { tensor: 2 }, model: model("coder-moe"), vllm: { port: 8001, maxModelLen: 4096 } };
+const CODER = { name: "coder", nodes: ["spark3", "spark4"], executor: "mp", parallelism: { tensor: 2 }, model: model("coder-moe"), vllm: { port: 8001, maxModelLen: 4096, gpuMemoryUtilization: 0.4 } };
+/** coder's model name on another service beside it: another port, 0.4 + 0.4 of the nodes: blue/green. */
+const CODER2 = { ...CODER, name: "coder2", vllm: { port: 8003, masterPort: 29503, maxModelLen: 2048, gpuMemoryUtilization: 0.4 } };
+/** The same name again, on coder2's very ports: no room beside it, so coder2 stops first. */
+const CODER3 = { ...CODER2, name: "coder3" };
 const SMALL = { name: "small", nodes: ["spark1"], executor: "mp", parallelism: { tensor: 1 }, model: model("small-moe"), vllm: { port: 8002, maxModelLen: 2048, masterPort: 29502 } };
 
 /** Every container of the stack, name -> id, on every node (`spark1/vllm-fleet-big-ray`). */
@@ -56,6 +67,68 @@ async function previewChanges(stack: Stack): Promise<Record<string, string[]>> {
         list.sort();
     }
     return changes;
+}
+
+/** What Pulumi said at `level` (info, warning) during an operation, from its events. */
+function diagnostics(into: string[], level: string) {
+    return (event: { diagnosticEvent?: { severity: string; message: string } }) => {
+        if (event.diagnosticEvent?.severity === level) {
+            into.push(event.diagnosticEvent.message);
+        }
+    };
+}
+
+/** Docker's container events on a node since `sinceMs` (epoch ms): time (ms), action, container name. */
+function containerEvents(node: SimCluster["nodes"][number], stack: string, sinceMs: number): { at: number; action: string; name: string }[] {
+    const until = Math.ceil(Date.now() / 1000) + 1;
+    return onNode(
+        node,
+        `docker events --since ${Math.floor(sinceMs / 1000)} --until ${until} --filter type=container --filter label=vllm-fleet.stack=${stack} --format '{{.TimeNano}} {{.Action}} {{.Actor.Attributes.name}}'`,
+    )
+        .split("\n")
+        .filter((line) => line.trim() !== "")
+        .map((line) => line.split(" "))
+        .map(([nanos, action, name]) => ({ at: Number(BigInt(nanos) / 1_000_000n), action, name }));
+}
+
+/** One look at whether each endpoint answers `model`. */
+interface Sample {
+    readonly at: number;
+    readonly answered: readonly boolean[];
+}
+
+/** Asks every endpoint for `model` every 200 ms until stopped (each answer within 5 s), recording each round. */
+function sampleServing(endpoints: readonly string[], model: string, apiKey: string): { stop: () => Promise<Sample[]> } {
+    const samples: Sample[] = [];
+    let running = true;
+    const ask = async (endpoint: string) => {
+        try {
+            const response = await fetch(`${endpoint}/completions`, {
+                method: "POST",
+                headers: { "Content-Type": "application/json", Authorization: `Bearer ${apiKey}` },
+                body: JSON.stringify({ model, prompt: "swap", max_tokens: 4 }),
+                signal: AbortSignal.timeout(5000),
+            });
+            await response.text();
+            return response.status === 200;
+        } catch {
+            return false;
+        }
+    };
+    const loop = (async () => {
+        while (running) {
+            const at = Date.now();
+            samples.push({ at, answered: await Promise.all(endpoints.map(ask)) });
+            await new Promise((resolve) => setTimeout(resolve, 200));
+        }
+    })();
+    return {
+        stop: async () => {
+            running = false;
+            await loop;
+            return samples;
+        },
+    };
 }
 
 /** The services output of an up: each service's endpoint and model. */
@@ -253,13 +326,124 @@ describe("a fleet of three services on four simulated Sparks", () => {
         await expectServing(up.outputs.services.value, up.outputs.apiKey.value, ["big", "coder"]);
     });
 
+    it("swaps coder-moe from coder to coder2 blue/green: the name answers throughout, coder goes only after coder2 serves", async () => {
+        const before = containerIds(cluster, name);
+        const outputs = (await stack.outputs()).services.value as ServiceOutputs;
+        const apiKey = (await stack.outputs()).apiKey.value as string;
+        const oldEndpoint = outputs.coder.endpoint;
+        const newEndpoint = oldEndpoint.replace(":8001/", ":8003/");
+        await setServices([BIG, CODER2]);
+        const infos: string[] = [];
+        const warnings: string[] = [];
+        await stack.preview({ onEvent: (event) => (diagnostics(infos, "info")(event), diagnostics(warnings, "warning")(event)) });
+        expect(infos.join("\n")).toContain('swap of model "coder-moe" from service coder to service coder2: blue/green: coder2 starts beside coder on spark3, spark4');
+        expect(warnings.join("\n")).not.toContain("swap of model");
+        // big's own head and coder's ranks read as serving what the config says: nothing changes in place.
+        expect(warnings.join("\n")).not.toContain("in place");
+
+        const gatewayEndpoint = (await stack.outputs()).gatewayEndpoint.value as string;
+        const started = Date.now();
+        const sampler = sampleServing([oldEndpoint, newEndpoint, gatewayEndpoint], "coder-moe", apiKey);
+        const up = await stack.up();
+        const samples = await sampler.stop();
+        expect(up.summary.result).toBe("succeeded");
+
+        // Through the gateway at every sample; and coder2 answered before coder's rank 0 died.
+        const gaps = samples.filter((sample) => !sample.answered[2]);
+        expect(samples.length).toBeGreaterThan(10);
+        expect(gaps.map((sample) => new Date(sample.at).toISOString()), "the gateway's unanswered samples").toEqual([]);
+        const firstNew = samples.find((sample) => sample.answered[1]);
+        expect(firstNew).toBeDefined();
+        const events = containerEvents(cluster.nodes[2], name, started);
+        const died = events.find((event) => event.name === "vllm-fleet-coder-vllm" && event.action === "die");
+        const newStart = events.find((event) => event.name === "vllm-fleet-coder2-vllm" && event.action === "start");
+        expect(died, JSON.stringify(events)).toBeDefined();
+        expect(newStart!.at).toBeLessThan(died!.at);
+        expect(firstNew!.at).toBeLessThan(died!.at);
+        console.info(
+            `blue/green: ${samples.length} samples through the gateway during up, none unanswered; coder2 answered ${((died!.at - firstNew!.at) / 1000).toFixed(1)} s before coder's rank 0 died, its container started ${((died!.at - newStart!.at) / 1000).toFixed(1)} s before`,
+        );
+
+        const after = containerIds(cluster, name);
+        expect(idsOf(after, "coder")).toEqual({});
+        expect(Object.keys(idsOf(after, "coder2")).sort()).toEqual(["spark3/vllm-fleet-coder2-vllm", "spark3/vllm-fleet-coder2-watchdog", "spark4/vllm-fleet-coder2-vllm"]);
+        expect(idsOf(after, "big")).toEqual(idsOf(before, "big"));
+        await expectServing(up.outputs.services.value, up.outputs.apiKey.value, ["big", "coder2"]);
+        expect(up.outputs.services.value.coder2.model).toBe("coder-moe");
+    });
+
+    it("swaps coder-moe from coder2 to coder3 on the same port: preview says coder2 stops first and why; up stops it before coder3 starts", async () => {
+        const before = containerIds(cluster, name);
+        await setServices([BIG, CODER3]);
+        // Refused with swap refuseDowntime, before anything is registered.
+        await stack.setConfig("vllm-fleet:swap", { value: "refuseDowntime" });
+        await expect(stack.preview()).rejects.toThrow(/swap of model "coder-moe" from service coder2 to service coder3 refused \(vllm-fleet:swap is refuseDowntime\)/);
+        await stack.removeConfig("vllm-fleet:swap");
+
+        const warnings: string[] = [];
+        const changes: Record<string, string[]> = {};
+        await stack.preview({
+            onEvent: (event) => {
+                diagnostics(warnings, "warning")(event);
+                const meta = event.resourcePreEvent?.metadata;
+                if (meta && meta.op !== "same" && !meta.type.startsWith("pulumi:providers:")) {
+                    (changes[meta.op] ??= []).push(meta.urn.split("::").pop()!);
+                }
+            },
+        });
+        const announced = warnings.find((warning) => warning.includes("swap of model"));
+        expect(announced).toContain('swap of model "coder-moe" from service coder2 to service coder3 stops coder2 first (not blue/green)');
+        expect(announced).toContain("spark3: port 8003, vllm-fleet:services[1].vllm.port of coder3, is the API port of coder2");
+        expect(announced).toContain('"coder-moe" is not served until coder3 is ready: at most');
+        expect(changes.create).toEqual(expect.arrayContaining(["spark3-coder2-swap-stop", "spark4-coder2-swap-stop"]));
+
+        const started = Date.now();
+        const up = await stack.up();
+        expect(up.summary.result).toBe("succeeded");
+        for (const node of [cluster.nodes[2], cluster.nodes[3]]) {
+            const events = containerEvents(node, name, started);
+            const died = events.find((event) => event.name === "vllm-fleet-coder2-vllm" && event.action === "die");
+            const created = events.find((event) => event.name === "vllm-fleet-coder3-vllm" && event.action === "create");
+            expect(died, JSON.stringify(events)).toBeDefined();
+            expect(died!.at).toBeLessThan(created!.at);
+            console.info(`stop first on ${node.name}: coder2's container died ${((created!.at - died!.at) / 1000).toFixed(1)} s before coder3's was created`);
+        }
+        const after = containerIds(cluster, name);
+        expect(idsOf(after, "coder2")).toEqual({});
+        expect(idsOf(after, "big")).toEqual(idsOf(before, "big"));
+        await expectServing(up.outputs.services.value, up.outputs.apiKey.value, ["big", "coder3"]);
+
+        // The finished stop steps leave the state with the next up, which touches no host.
+        const touched: string[] = [];
+        const next = await stack.up({
+            onEvent: (event) => {
+                const meta = event.resourcePreEvent?.metadata;
+                if (meta && meta.op !== "same" && !meta.type.startsWith("pulumi:providers:")) {
+                    touched.push(`${meta.op} ${meta.urn.split("::").pop()}`);
+                }
+            },
+        });
+        expect(next.summary.result).toBe("succeeded");
+        expect([...new Set(touched)].sort()).toEqual(["delete spark3-coder2-swap-stop", "delete spark4-coder2-swap-stop"]);
+        expect(containerIds(cluster, name)).toEqual(after);
+    });
+
+    it("previews a served name changed in place (big, ray) as a replacement with downtime, suggesting a new service", async () => {
+        await setServices([{ ...BIG, model: model("big-moe-2") }, CODER3]);
+        const warnings: string[] = [];
+        await stack.preview({ onEvent: diagnostics(warnings, "warning") });
+        expect(warnings.join("\n")).toContain('service big changes what it serves in place (served name "big-moe" -> "big-moe-2"): a replacement with downtime');
+        expect(warnings.join("\n")).toContain("declare the new model as a new service (e.g. big-2");
+        await setServices([BIG, CODER3]);
+    });
+
     it("reports no changes on a second up; a stopped service answers 503 through the gateway for its model only; destroy removes every container", async () => {
         const again = await stack.up({ expectNoChanges: true });
         expect(Object.keys(again.summary.resourceChanges ?? {})).toEqual(["same"]);
         // coder's rank 0 stopped by hand (Docker's restart policy leaves it stopped; its watchdog only logs).
         const endpoint = again.outputs.gatewayEndpoint.value as string;
         const apiKey = again.outputs.apiKey.value as string;
-        onNode(cluster.nodes[2], "docker stop vllm-fleet-coder-vllm >/dev/null");
+        onNode(cluster.nodes[2], "docker stop vllm-fleet-coder3-vllm >/dev/null");
         const coder: number[] = [];
         for (let attempt = 0; attempt < 4; attempt++) {
             coder.push(await gatewayStatus(endpoint, "coder-moe", apiKey));
@@ -272,7 +456,7 @@ describe("a fleet of three services on four simulated Sparks", () => {
         const status = await stackStatus(stack.workspace, name);
         expect(status.text).toContain(`gateway on spark3: ${endpoint}`);
         expect(status.text).toMatch(/big-moe -> service big \S+: registered, up/);
-        expect(status.text).toMatch(/coder-moe -> service coder \S+: registered, DOWN \(HTTP 503/);
+        expect(status.text).toMatch(/coder-moe -> service coder3 \S+: registered, DOWN \(HTTP 503/);
         expect(status.serving).toBe(false);
         await stack.destroy();
         for (const node of cluster.nodes) {

@@ -129,3 +129,48 @@ describe("a stack of services (mocks)", async () => {
         await expect(runProgram(fleet([BIG, CODER, greedy]), probe)).rejects.toThrow(/spark1 .*big.*small/s);
     });
 });
+
+describe("a swap through the program (mocks): coder's model name moves to coder2", async () => {
+    /** coder running on spark3-4 as live.sh reads it: its ranks' arguments say what it serves and holds. */
+    const coderLive = (node: string): string => {
+        const labels = (role: string) => ({ [STACK_LABEL]: "unit", [SERVICE_LABEL]: "coder", "vllm-fleet.role": role, "vllm-fleet.revision": "r1" });
+        const rank = (index: number) => [
+            ..."serve /models/m --served-model-name coder --host 0.0.0.0 --port 8001 --gpu-memory-utilization 0.4".split(" "),
+            ..."--nnodes 2 --node-rank".split(" "),
+            String(index),
+            ...`--master-addr ${fabricIps.spark3} --master-port 29501`.split(" "),
+        ];
+        const container = (name: string, role: string, args: string[]) =>
+            JSON.stringify({ name: `/${name}`, id: `${name}-${node}`, status: "running", running: true, restarting: false, exitCode: 0, restartCount: 0, startedAt: "", labels: labels(role), image: image.name, args });
+        const containers =
+            node === "spark3"
+                ? [container("vllm-fleet-coder-vllm", "vllm-rank0", rank(0)), container("vllm-fleet-coder-watchdog", "watchdog", ["-c", "..."])]
+                : node === "spark4"
+                  ? [container("vllm-fleet-coder-vllm", "vllm-headless", rank(1))]
+                  : [];
+        return ["### containers", ...containers, ""].join("\n");
+    };
+    const roomy = await runProgram(fleet([BIG, { ...CODER, name: "coder2", vllm: { port: 8003, masterPort: 29503, maxModelLen: 32768, gpuMemoryUtilization: 0.4 } }]), probe, undefined, coderLive);
+    const samePort = await runProgram(fleet([BIG, { ...CODER, name: "coder2", vllm: { port: 8001, maxModelLen: 32768, gpuMemoryUtilization: 0.4 } }]), probe, undefined, coderLive);
+    const stepsOf = (run: MockRun) => run.resources.filter((resource) => resource.name.endsWith("-swap-stop") && !resource.type.startsWith("vllm-fleet:"));
+
+    it("blue/green where both fit: no stop step, coder2's containers wait for nothing of coder's", () => {
+        expect(stepsOf(roomy)).toEqual([]);
+        expect(roomy.byName("coder2-vllm-spark3-rank0").dependencies.some((urn) => urn.includes("swap-stop"))).toBe(false);
+    });
+
+    it("on coder's port: a stop step on each of coder's nodes (rank 0's node first), which coder2's containers wait for", () => {
+        const steps = stepsOf(samePort);
+        expect(steps.map((step) => step.name).sort()).toEqual(["spark3-coder-swap-stop", "spark4-coder-swap-stop"]);
+        const spark3 = samePort.byName("spark3-coder-swap-stop");
+        const spark4 = samePort.byName("spark4-coder-swap-stop");
+        expect(String(unsecret(spark3.inputs.create))).toContain("NAMES=('vllm-fleet-coder-watchdog' 'vllm-fleet-coder-vllm')");
+        expect(String(unsecret(spark4.inputs.create))).toContain("NAMES=('vllm-fleet-coder-vllm')");
+        expect(spark4.dependencies).toContain(spark3.urn);
+        for (const rank of ["coder2-vllm-spark3-rank0", "coder2-vllm-spark4-rank1"]) {
+            expect(samePort.byName(rank).dependencies, rank).toEqual(expect.arrayContaining([spark3.urn, spark4.urn]));
+        }
+        // big, which shares no node with coder, waits for none of it.
+        expect(samePort.byName("big-ray-spark1-ray-head").dependencies.some((urn) => urn.includes("swap-stop"))).toBe(false);
+    });
+});

@@ -278,6 +278,34 @@ describe("live.sh: the containers of others that the stack would touch", () => {
     });
 });
 
+describe("live.sh: what the stack's other Ray heads serve (a service that left the config)", () => {
+    it("reads the serve arguments of each other running Ray head, not of a stopped one nor of a rank", () => {
+        const line = (name: string, status: string, role: string) =>
+            `{"name":"/${name}","id":"${name}-id","status":"${status}","running":${status === "running"},"restarting":false,"exitCode":0,"restartCount":0,"startedAt":"","labels":{"vllm-fleet.role":"${role}","vllm-fleet.stack":"unit"},"image":"img","args":["start"]}`;
+        const listing = ["old-ray", "gone-ray", "new-vllm"].map((name) => `${name}-id\tvllm-fleet-${name}\tunit\tUp`).join("\n");
+        const inspect = [line("vllm-fleet-old-ray", "running", "ray-head"), line("vllm-fleet-gone-ray", "exited", "ray-head"), line("vllm-fleet-new-vllm", "running", "vllm-rank0")].join("\n");
+        const out = runLive(
+            [
+                'case "$1" in',
+                '  ps) cat "$(dirname "$0")/listing" ;;',
+                `  inspect) echo '${inspect}' ;;`,
+                // Only `docker exec <head> cat <args file>` is expected: it names the container it was asked.
+                '  exec) [ "$3" = cat ] && [ "$4" = /tmp/vllm-fleet-serve.args ] && printf \'["serve","/models/%s","--served-model-name","%s"]\\n\' "$2" "$2" ;;',
+                "esac",
+            ],
+            { OWN_NAMES: ["vllm-fleet-new-vllm"], SERVING_CONTAINER: "vllm-fleet-new-vllm", SERVE_IN_CONTAINER: "no", ENDPOINT: "no" },
+            { listing: `${listing}\n` },
+        );
+        const observation = parseObservation("spark1", out);
+        expect(observation.serveArgs).toEqual({ "vllm-fleet-old-ray": ["serve", "/models/vllm-fleet-old-ray", "--served-model-name", "vllm-fleet-old-ray"] });
+        expect(observation.containers.map((container) => [container.name, container.image, container.args])).toEqual([
+            ["vllm-fleet-old-ray", "img", ["start"]],
+            ["vllm-fleet-gone-ray", "img", ["start"]],
+            ["vllm-fleet-new-vllm", "img", ["start"]],
+        ]);
+    });
+});
+
 describe("live.sh: a serving container that takes no exec", () => {
     it.each(["yes", "no"] as const)("says the endpoint does not answer, with Docker's reason, and names no container of another (serve in container: %s)", (serveInContainer) => {
         const name = serveInContainer === "yes" ? "vllm-fleet-ray" : "vllm-fleet-vllm";

@@ -14,6 +14,7 @@ export const CONFIG_KEYS = [
     "image",
     "containerDriver",
     "commandRunner",
+    "swap",
     "executor",
     "model",
     "parallelism",

@@ -116,6 +116,11 @@ const stackShape = {
     image: imageSchema,
     containerDriver: z.enum(["docker", "ssh"]).default("docker"),
     commandRunner: z.enum(["pulumi-command", "builtin"]).default("pulumi-command"),
+    /**
+     * A swap whose services cannot run side by side (plan/swaps.ts): stop the old service first
+     * (announced at preview), or refuse it.
+     */
+    swap: z.enum(["stopFirst", "refuseDowntime"]).default("stopFirst"),
     executor: executorSchema,
     model: modelSchema,
     parallelism: parallelismSchema,
@@ -169,6 +174,7 @@ function resolveConfig(parsed: ParsedConfig) {
         image: first.image,
         containerDriver: parsed.containerDriver,
         commandRunner: parsed.commandRunner,
+        swap: parsed.swap,
         executor: first.executor,
         model: first.model,
         parallelism: first.parallelism,

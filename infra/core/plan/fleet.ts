@@ -160,6 +160,11 @@ export interface PlanInput {
     /** Each node of the stack and its facts as the read at the start of the run found them, in config order. */
     readonly nodes: readonly ObservedNode[];
     readonly services: readonly ServiceInput[];
+    /**
+     * Nodes where a service that left the config still runs (swaps.ts judges the memory it holds
+     * beside the new services): the host check of memory held before a load leaves them be.
+     */
+    readonly leavingAlive?: readonly string[];
     /** Revisions of each node's firewall rules (observe.ts firewallRevisions). */
     readonly firewallRevisions: Readonly<Record<string, string>>;
     /** The watchdog's program (components/scripts/watchdog.py). */
@@ -197,7 +202,8 @@ export function planFleet(input: PlanInput): FleetPlan {
             name: node.name,
             facts: node.facts,
             fabricInterface: nodes[index].fabric.interface,
-            servingAlive: servicesOn(node.name).some((service) => service.reconciliation.servingAlive.includes(node.name)),
+            servingAlive:
+                servicesOn(node.name).some((service) => service.reconciliation.servingAlive.includes(node.name)) || (input.leavingAlive ?? []).includes(node.name),
             // The single-model form's check names its key; with services, what they take together.
             gpuMemoryUtilization:
                 input.services.length === 1 ? undefined : servicesOn(node.name).reduce((sum, service) => sum + service.config.vllm.gpuMemoryUtilization, 0),

@@ -13,3 +13,4 @@ export * from "./serveArgs";
 export * from "./cache";
 export * from "./budgets";
 export * from "./gateway";
+export * from "./swaps";
