@@ -29,6 +29,14 @@ export interface GatewayArgs {
     readonly containerDriver: "docker" | "ssh";
 }
 
+/** What the gateway puts out (the stack output `gateway`). */
+export interface GatewayOutputs {
+    readonly node: string;
+    readonly endpoint: string;
+    /** Each model to the service that serves it and that service's API as the gateway reaches it. */
+    readonly routes: Record<string, { service: string; url: string }>;
+}
+
 export class Gateway extends pulumi.ComponentResource {
     /** The OpenAI-compatible endpoint clients use, e.g. http://10.1.230.183:4000/v1. */
     public readonly endpoint: pulumi.Output<string>;
@@ -36,6 +44,8 @@ export class Gateway extends pulumi.ComponentResource {
     public readonly routes: pulumi.Output<Record<string, string>>;
     /** Each model's completion through the gateway, as the readiness gate got it (JSON). */
     public readonly completions: pulumi.Output<Record<string, string>>;
+    /** Its node, endpoint and routes, known once it answered each model. */
+    public readonly outputs: pulumi.Output<GatewayOutputs>;
 
     constructor(name: string, args: GatewayArgs, opts?: pulumi.ComponentResourceOptions) {
         super("vllm-fleet:gateway:Gateway", name, {}, opts);
@@ -97,6 +107,11 @@ export class Gateway extends pulumi.ComponentResource {
                     }),
             ),
         );
+        this.outputs = pulumi.all([this.endpoint, this.completions]).apply(([endpoint]) => ({
+            node: plan.node,
+            endpoint,
+            routes: Object.fromEntries(plan.routes.map((route) => [route.model, { service: route.service, url: route.url }])),
+        }));
         this.registerOutputs({ endpoint: this.endpoint, routes: this.routes, completions: this.completions });
     }
 }

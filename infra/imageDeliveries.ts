@@ -3,7 +3,9 @@
  * the services placed on it and the gateway's. Part of the composition root (it takes the built nodes).
  */
 import { ImageDelivery, SparkNode } from "../components/sparkNode";
+import { unpinnedImageWarning } from "./core/image";
 import { serviceResourceName } from "./core/names";
+import { NodeObservation } from "./core/observe";
 import { GatewayPlan, ServicePlan } from "./core/plan";
 
 /**
@@ -50,4 +52,23 @@ export function imageDeliveries(
         }
     }
     return [...steps.values()];
+}
+
+/**
+ * The warnings for images named by a tag alone, once an image: what the first node of its first
+ * service has (its registry digest, else its content identity), so that the stack can pin it.
+ */
+export function unpinnedImageWarnings(services: readonly ServicePlan[], firstObservation: (index: number) => NodeObservation): string[] {
+    const warned = new Set<string>();
+    const warnings: string[] = [];
+    for (const [index, service] of services.entries()) {
+        const first = firstObservation(index);
+        const image = { name: service.config.image.name, key: `vllm-fleet:${service.service.keyPrefix}image.name` };
+        const warning = warned.has(image.name) ? undefined : unpinnedImageWarning(image, { name: first.node, facts: first.facts });
+        warned.add(image.name);
+        if (warning) {
+            warnings.push(warning);
+        }
+    }
+    return warnings;
 }

@@ -10,7 +10,7 @@
 import * as pulumi from "@pulumi/pulumi";
 import { CompileCache } from "../components/compileCache";
 import { FleetSecret } from "../components/fleetSecret";
-import { Gateway } from "../components/gateway";
+import { Gateway, GatewayOutputs } from "../components/gateway";
 import { NodeFirewall } from "../components/firewall";
 import { HostPrep } from "../components/hostPrep";
 import { HubDownload } from "../components/hubDownload";
@@ -20,13 +20,12 @@ import { ServeArgsCheck } from "../components/serveArgsCheck";
 import { readScript } from "../components/shell";
 import { SparkNode } from "../components/sparkNode";
 import { swapStops } from "../components/swapStop";
-import { imageDeliveries } from "./imageDeliveries";
+import { imageDeliveries, unpinnedImageWarnings } from "./imageDeliveries";
 import { VLLM_LIFECYCLE, VllmService } from "../components/vllmService";
 import { WeightSync } from "../components/weightSync";
 import { FleetConfig, ServiceConfig, inServiceKeys, serviceConfig } from "./core/config";
 import { ModelDirFacts } from "./core/facts";
 import { describeFitPlan, fitNodeFromFacts } from "./core/fit";
-import { unpinnedImageWarning } from "./core/image";
 import { DEFAULT_SERVICE, serviceContainers, serviceResourceName } from "./core/names";
 import { NodeObservation, checkOwnership, firewallRevisions, newRevision, ofService } from "./core/observe";
 import { CachePlan, PreparedNode, ServicePlan, checkPrepared, planFleet, planServiceBudgets, planSwaps, preparedFacts, runningServices } from "./core/plan";
@@ -105,14 +104,6 @@ export interface FleetOutputs {
     readonly gatewayEndpoint: pulumi.Output<string>;
     /** The gateway: its node, endpoint and routes (model -> the service's API); absent without one. */
     readonly gateway?: pulumi.Output<GatewayOutputs>;
-}
-
-/** What the gateway puts out. */
-export interface GatewayOutputs {
-    readonly node: string;
-    readonly endpoint: string;
-    /** Each model to the service that serves it and that service's API as the gateway reaches it. */
-    readonly routes: Record<string, { service: string; url: string }>;
 }
 
 /** `judge()`, its refusal in the service's keys (`vllm-fleet:services[i].vllm.maxModelLen`) and named by the service. */
@@ -320,17 +311,8 @@ export async function fleetProgram(observe: Observer = observeOverSsh): Promise<
     for (const warning of plan.warnings) {
         pulumi.log.warn(warning);
     }
-    // An image named by a tag alone: what its first node has, so that the stack can pin it (once an image).
-    const warned = new Set<string>();
-    for (const [index, service] of plan.services.entries()) {
-        const first = observedBy[index][0];
-        const image = { name: service.config.image.name, key: `vllm-fleet:${service.service.keyPrefix}image.name` };
-        const warning = warned.has(image.name) ? undefined : unpinnedImageWarning(image, { name: first.node, facts: first.facts });
-        warned.add(image.name);
-        if (warning) {
-            pulumi.log.warn(warning);
-        }
-    }
+    // An image named by a tag alone: what its first node has, so that the stack can pin it.
+    unpinnedImageWarnings(plan.services, (index) => observedBy[index][0]).forEach((warning) => pulumi.log.warn(warning));
 
     // The nodes, each with the images of its services delivered to it.
     const observedIdentity = (service: ServicePlan) => observedBy[plan.services.indexOf(service)][0].facts.imageIdentity;
@@ -380,7 +362,6 @@ export async function fleetProgram(observe: Observer = observeOverSsh): Promise<
               containerDriver: config.containerDriver,
           })
         : undefined;
-    const gatewayPlan = plan.gateway;
 
     const first = deployed[0];
     const firstConfig = plan.services[0].config;
@@ -399,14 +380,6 @@ export async function fleetProgram(observe: Observer = observeOverSsh): Promise<
         pipelineParallel: firstConfig.parallelism.pipeline,
         services: pulumi.all(deployed.map((service) => service.outputs)).apply((list) => Object.fromEntries(list.map((outputs, index) => [plan.services[index].name, outputs]))),
         gatewayEndpoint: gateway ? gateway.endpoint : pulumi.output(""),
-        ...(gateway && gatewayPlan
-            ? {
-                  gateway: pulumi.all([gateway.endpoint, gateway.completions]).apply(([endpoint]) => ({
-                      node: gatewayPlan.node,
-                      endpoint,
-                      routes: Object.fromEntries(gatewayPlan.routes.map((route) => [route.model, { service: route.service, url: route.url }])),
-                  })),
-              }
-            : {}),
+        ...(gateway ? { gateway: gateway.outputs } : {}),
     };
 }
