@@ -10,6 +10,7 @@
 import * as pulumi from "@pulumi/pulumi";
 import { CompileCache } from "../components/compileCache";
 import { FleetSecret } from "../components/fleetSecret";
+import { Gateway } from "../components/gateway";
 import { NodeFirewall } from "../components/firewall";
 import { HostPrep } from "../components/hostPrep";
 import { HubDownload } from "../components/hubDownload";
@@ -25,7 +26,7 @@ import { ModelDirFacts } from "./core/facts";
 import { describeFitPlan } from "./core/fit";
 import { DEFAULT_SERVICE, serviceContainers, serviceResourceName } from "./core/names";
 import { NodeObservation, checkOwnership, firewallRevisions, newRevision, ofService } from "./core/observe";
-import { CachePlan, PreparedNode, ServicePlan, checkPrepared, planFleet, planServiceBudgets, preparedFacts } from "./core/plan";
+import { CachePlan, GatewayPlan, PreparedNode, ServicePlan, checkPrepared, planFleet, planServiceBudgets, preparedFacts } from "./core/plan";
 import { reconcile } from "./core/reconcile";
 import { readStackConfig } from "./stackConfig";
 
@@ -97,6 +98,18 @@ export interface FleetOutputs {
     readonly pipelineParallel: number;
     /** Each service by name. */
     readonly services: pulumi.Output<Record<string, ServiceOutputs>>;
+    /** The gateway's endpoint (config `gateway`): every service's models at one address; "" without one. */
+    readonly gatewayEndpoint: pulumi.Output<string>;
+    /** The gateway: its node, endpoint and routes (model -> the service's API); absent without one. */
+    readonly gateway?: pulumi.Output<GatewayOutputs>;
+}
+
+/** What the gateway puts out. */
+export interface GatewayOutputs {
+    readonly node: string;
+    readonly endpoint: string;
+    /** Each model to the service that serves it and that service's API as the gateway reaches it. */
+    readonly routes: Record<string, { service: string; url: string }>;
 }
 
 /**
@@ -108,6 +121,7 @@ function imageDeliveries(
     observedImageId: (service: ServicePlan) => string | undefined,
     node: string,
     built: readonly SparkNode[],
+    gateway: GatewayPlan | undefined,
 ): { step: string; delivery: ImageDelivery }[] {
     const steps = new Map<string, { step: string; delivery: ImageDelivery }>();
     for (const service of services) {
@@ -123,6 +137,22 @@ function imageDeliveries(
             const copy = service.copies[index - 1];
             const source = built.find((spark) => spark.nodeName === copy.source)!;
             steps.set(image.name, { step, delivery: { image: image.name, copyFrom: source, wantId: observedImageId(service), sourceIp: copy.sourceIp, targetIp: copy.targetIp } });
+        }
+    }
+    // The gateway's image on its node, unless a service there brings it: pulled, or copied from the
+    // first node of a service of the same image (config/gateway.ts requires one for copy).
+    const image = gateway?.image;
+    if (gateway && image && gateway.node === node && image.source !== "present" && !steps.has(image.name)) {
+        const servedHere = services.some((service) => service.config.image.name === image.name && service.nodes.some((planned) => planned.name === node));
+        const step = `${node}-gateway-image`;
+        if (image.source === "pull") {
+            steps.set(image.name, { step, delivery: { image: image.name, pull: true } });
+        } else if (!servedHere) {
+            const service = services.find((candidate) => candidate.config.image.name === image.name)!;
+            const head = service.nodes[0];
+            const target = gateway.fabricIp;
+            const source = built.find((spark) => spark.nodeName === head.name)!;
+            steps.set(image.name, { step, delivery: { image: image.name, copyFrom: source, wantId: observedImageId(service), sourceIp: head.fabric.ip, targetIp: target } });
         }
     }
     return [...steps.values()];
@@ -311,6 +341,7 @@ export async function fleetProgram(observe: Observer = observeOverSsh): Promise<
         firewallRevisions: firewallRevisions(stackNodes, newRevision),
         watchdogScript: readScript("watchdog.py"),
         lifecycleScript: readScript(VLLM_LIFECYCLE),
+        gatewayScript: config.gateway ? readScript("gateway.py") : undefined,
     });
     for (const warning of plan.warnings) {
         pulumi.log.warn(warning);
@@ -326,7 +357,7 @@ export async function fleetProgram(observe: Observer = observeOverSsh): Promise<
                 sshFiles: { stack, privateKeyPath },
                 runner: config.commandRunner,
                 containerDriver: config.containerDriver,
-                images: imageDeliveries(plan.services, observedImageId, node.name, sparks),
+                images: imageDeliveries(plan.services, observedImageId, node.name, sparks, plan.gateway),
             }),
         );
     }
@@ -351,6 +382,19 @@ export async function fleetProgram(observe: Observer = observeOverSsh): Promise<
         serveService(service, { apiKey: key, rayToken: rayTokens.get(service.plan.name), after: nodeSteps, cachePlan: plan.cache }),
     );
 
+    // The gateway, once every service serves (their readiness gates) and its image is on its node.
+    const gateway = plan.gateway
+        ? new Gateway("gateway", {
+              node: sparkOf(plan.gateway.node),
+              plan: plan.gateway,
+              apiKey: key,
+              after: [...deployed.map((service) => service.vllm), sparkOf(plan.gateway.node), ...nodeSteps],
+              runner,
+              containerDriver: config.containerDriver,
+          })
+        : undefined;
+    const gatewayPlan = plan.gateway;
+
     const first = deployed[0];
     const firstConfig = plan.services[0].config;
     return {
@@ -367,5 +411,15 @@ export async function fleetProgram(observe: Observer = observeOverSsh): Promise<
         tensorParallel: firstConfig.parallelism.tensor,
         pipelineParallel: firstConfig.parallelism.pipeline,
         services: pulumi.all(deployed.map((service) => service.outputs)).apply((list) => Object.fromEntries(list.map((outputs, index) => [plan.services[index].name, outputs]))),
+        gatewayEndpoint: gateway ? gateway.endpoint : pulumi.output(""),
+        ...(gateway && gatewayPlan
+            ? {
+                  gateway: pulumi.all([gateway.endpoint, gateway.completions]).apply(([endpoint]) => ({
+                      node: gatewayPlan.node,
+                      endpoint,
+                      routes: Object.fromEntries(gatewayPlan.routes.map((route) => [route.model, { service: route.service, url: route.url }])),
+                  })),
+              }
+            : {}),
     };
 }

@@ -13,7 +13,36 @@ import { serviceContainers } from "../infra/core/names";
 import { ofService } from "../infra/core/observe";
 import { runCommand } from "./command";
 import { projectStack } from "./stack";
-import { ImageReport, StatusReport, statusReport } from "./statusReport";
+import { GatewayLook, GatewayOutputsReport, ImageReport, StatusReport, gatewayReport, statusReport } from "./statusReport";
+
+/** One HTTP call with a deadline: status and body, or why there was no answer. */
+async function httpCall(url: string, init: RequestInit = {}): Promise<{ status: number; body: string } | { error: string }> {
+    try {
+        const response = await fetch(url, { ...init, signal: AbortSignal.timeout(30_000) });
+        return { status: response.status, body: await response.text() };
+    } catch (error) {
+        return { error: (error as Error).message };
+    }
+}
+
+/**
+ * A look at the gateway from this machine, as a client sees it: the router's workers, and one
+ * completion of each model through it with the stack's key (read-only, as the watchdog's probe).
+ */
+export async function lookAtGateway(gateway: GatewayOutputsReport, apiKey: string): Promise<GatewayLook> {
+    const root = gateway.endpoint.replace(/\/v1$/, "");
+    const workers = await httpCall(`${root}/workers`);
+    const completions: Record<string, { status: number; detail: string }> = {};
+    for (const model of Object.keys(gateway.routes)) {
+        const answer = await httpCall(`${gateway.endpoint}/completions`, {
+            method: "POST",
+            headers: { "Content-Type": "application/json", ...(apiKey ? { Authorization: `Bearer ${apiKey}` } : {}) },
+            body: JSON.stringify({ model, prompt: "Say hello.", max_tokens: 4, temperature: 0 }),
+        });
+        completions[model] = "error" in answer ? { status: 0, detail: answer.error } : { status: answer.status, detail: answer.status === 200 ? "" : answer.body.replace(/\s+/g, " ").slice(0, 120) };
+    }
+    return { workers: "error" in workers ? { error: workers.error } : workers.status === 200 ? { json: workers.body } : { error: `HTTP ${workers.status}` }, completions };
+}
 
 /** Reads a stack's settings and secrets from `workspace`, then every node, and reports. */
 export async function stackStatus(workspace: Workspace, stackName: string): Promise<StatusReport> {
@@ -34,13 +63,16 @@ export async function stackStatus(workspace: Workspace, stackName: string): Prom
         const image = images[service.name]?.image ?? (config.services.length === 1 ? (outputs.image?.value as ImageReport | undefined) : undefined);
         reports.push(statusReport(view, observations.map((observation) => ofService(observation, containers)), containers, image));
     }
-    if (reports.length === 1) {
-        return reports[0];
-    }
-    return {
-        text: reports.map((report, index) => `service ${config.services[index].name}\n${report.text.replace(/^/gm, "  ")}`).join("\n"),
-        serving: reports.every((report) => report.serving),
-    };
+    const gateway = outputs.gateway?.value as GatewayOutputsReport | undefined;
+    const gatewayRow = gateway ? gatewayReport(gateway, await lookAtGateway(gateway, String(outputs.apiKey?.value ?? ""))) : undefined;
+    const services: StatusReport =
+        reports.length === 1
+            ? reports[0]
+            : {
+                  text: reports.map((report, index) => `service ${config.services[index].name}\n${report.text.replace(/^/gm, "  ")}`).join("\n"),
+                  serving: reports.every((report) => report.serving),
+              };
+    return gatewayRow ? { text: `${services.text}\n${gatewayRow.text}`, serving: services.serving && gatewayRow.serving } : services;
 }
 
 async function main(argv: readonly string[]): Promise<number> {

@@ -104,3 +104,52 @@ export function statusReport(
     lines.push(verdict ? "serving: yes" : "serving: NO");
     return { text: lines.join("\n"), serving: verdict };
 }
+
+/** The gateway as the last `up` put it out (the stack output `gateway`). */
+export interface GatewayOutputsReport {
+    readonly node: string;
+    readonly endpoint: string;
+    readonly routes: Record<string, { service: string; url: string }>;
+}
+
+/** What a look at the gateway found: the router's workers (GET /workers), and a completion of each model through it. */
+export interface GatewayLook {
+    /** The router's `/workers` answer (its JSON), or why there was none. */
+    readonly workers: { readonly json: string } | { readonly error: string };
+    /** Per model: the HTTP status of a completion through the gateway (0: no answer) and a short detail. */
+    readonly completions: Record<string, { readonly status: number; readonly detail: string }>;
+}
+
+/**
+ * The gateway's row: where it answers, then each route (model -> service and its API): registered
+ * in the router or not, and up (a completion through the gateway answered) or down with why.
+ * Serving when the router answers and every route is registered and up.
+ */
+export function gatewayReport(gateway: GatewayOutputsReport, look: GatewayLook): StatusReport {
+    const lines = [`gateway on ${gateway.node}: ${gateway.endpoint}`];
+    let registered: Map<string, string> | undefined;
+    if ("json" in look.workers) {
+        try {
+            const workers = (JSON.parse(look.workers.json) as { workers?: { url?: string; model_id?: string }[] }).workers ?? [];
+            registered = new Map(workers.map((worker) => [worker.url ?? "", worker.model_id ?? ""]));
+            lines.push(`  router: answering, ${workers.length} worker${workers.length === 1 ? "" : "s"} registered`);
+        } catch {
+            lines.push(`  router: unreadable /workers (${look.workers.json.slice(0, 60)})`);
+        }
+    } else {
+        lines.push(`  router: not answering (${look.workers.error})`);
+    }
+    let serving = registered !== undefined;
+    for (const [model, route] of Object.entries(gateway.routes)) {
+        const inRouter = registered === undefined ? "unknown" : registered.get(route.url) === model ? "registered" : "NOT registered";
+        const completion = look.completions[model];
+        const up = completion?.status === 200;
+        if (!up || inRouter !== "registered") {
+            serving = false;
+        }
+        const state = up ? "up" : `DOWN (${completion ? (completion.status ? `HTTP ${completion.status}` : "no answer") : "not asked"}${completion?.detail ? `: ${completion.detail}` : ""})`;
+        lines.push(`  ${model} -> service ${route.service} ${route.url}: ${inRouter}, ${state}`);
+    }
+    lines.push(serving ? "gateway serving: yes" : "gateway serving: NO");
+    return { text: lines.join("\n"), serving };
+}

@@ -18,6 +18,14 @@ mounted), probes vLLM where it listens (WATCHDOG_HOST) and, when the server stop
   container; the headless ranks on the other nodes exit when rank 0 goes away and their own restart
   policy brings them back to the rendezvous.
 
+- executor `gateway`: the container is the stack's gateway (vllm-router and its launcher,
+  gateway.py). The probe asks the router's admin API on 127.0.0.1 (GET /workers) and checks that
+  every route of WATCHDOG_ROUTES is registered; the services behind it are not probed (a service
+  that is down is its own watchdog's, and the router answers 503 for its model meanwhile). After
+  WATCHDOG_FAILURES failed probes in a row (a router that no longer answers, routes the launcher
+  could not register again) the watchdog restarts the gateway's container, whose launcher then
+  registers the routes again.
+
 A serving container that does not run at all is left to Docker's restart policy: the watchdog only
 logs it. So is one that is paused (it is held by whoever paused it) or restarting (Docker counts both
 as running, but neither takes an exec), and one that stops, pauses or goes between a look and the
@@ -38,14 +46,16 @@ reads nothing from its own file, so `python3 watchdog.py`, `python3 - < watchdog
 
 Configuration (environment; durations in seconds, fractions allowed):
 
-  WATCHDOG_EXECUTOR       `ray` or `mp` (required)
+  WATCHDOG_EXECUTOR       `ray`, `mp` or `gateway` (required)
   WATCHDOG_CONTAINER      the serving container on this node: the Ray head container
                           (`vllm-fleet-ray`, executor ray) or rank 0's container (`vllm-fleet-vllm`,
                           executor mp) (required)
   WATCHDOG_HOST           the address vLLM's API answers on (default 127.0.0.1; the fabric
                           address when it listens there only)
   WATCHDOG_PORT           vLLM's port (required)
-  WATCHDOG_MODEL          the served model name sent as `model` (required)
+  WATCHDOG_MODEL          the served model name sent as `model` (required; not with `gateway`)
+  WATCHDOG_ROUTES         executor gateway: JSON list of {"model": id, "url": worker URL}, the routes
+                          the router must have (required with `gateway`)
   VLLM_API_KEY            vLLM's API key, sent as `Authorization: Bearer`; empty or unset: none
   WATCHDOG_LIFECYCLE      executor ray: the text of vllm-lifecycle.sh, run in the container as
                           `sh -c "$WATCHDOG_LIFECYCLE" vllm-lifecycle restart LOG ARGS_FILE TIMEOUT`
@@ -187,15 +197,21 @@ def env_count(name, default, minimum):
 class Config:
     def __init__(self):
         self.executor = env_str("WATCHDOG_EXECUTOR")
-        if self.executor not in ("ray", "mp"):
-            raise ConfigError(f"WATCHDOG_EXECUTOR={self.executor!r}: expected ray or mp")
+        if self.executor not in ("ray", "mp", "gateway"):
+            raise ConfigError(f"WATCHDOG_EXECUTOR={self.executor!r}: expected ray, mp or gateway")
         self.container = env_str("WATCHDOG_CONTAINER")
         port = env_str("WATCHDOG_PORT")
         if not port.isdigit() or not 0 < int(port) < 65536:
             raise ConfigError(f"WATCHDOG_PORT={port!r}: expected a TCP port")
         self.port = int(port)
         self.host = env_str("WATCHDOG_HOST", "127.0.0.1")
-        self.model = env_str("WATCHDOG_MODEL")
+        self.routes = []
+        if self.executor == "gateway":
+            try:
+                self.routes = [(str(route["url"]), str(route["model"])) for route in json.loads(env_str("WATCHDOG_ROUTES"))]
+            except (ValueError, TypeError, KeyError) as err:
+                raise ConfigError(f"WATCHDOG_ROUTES: expected a JSON list of {{\"model\", \"url\"}} ({err})")
+        self.model = env_str("WATCHDOG_MODEL", "") if self.executor == "gateway" else env_str("WATCHDOG_MODEL")
         self.api_key = os.environ.get("VLLM_API_KEY", "")
         self.serve_log = env_str("WATCHDOG_SERVE_LOG", "/tmp/vllm-fleet-serve.log")
         self.serve_args_file = env_str("WATCHDOG_SERVE_ARGS_FILE", "/tmp/vllm-fleet-serve.args")
@@ -441,6 +457,26 @@ def probe_vllm(config):
     return Probe(True, "completion answered")
 
 
+def probe_gateway(config):
+    """The router answers its admin API and has every route (url -> model) registered."""
+    try:
+        status, data = http_call(config.host, config.port, "GET", "/workers", None, {}, min(10.0, config.probe_timeout))
+    except socket.timeout:
+        return Probe(False, f"the router's /workers gave no answer within {duration(min(10.0, config.probe_timeout))}")
+    except (OSError, http.client.HTTPException) as err:
+        return Probe(False, describe_error(err))
+    if status != 200:
+        return Probe(False, f"the router's /workers answered HTTP {status}")
+    try:
+        have = {(worker.get("url"), worker.get("model_id")) for worker in json.loads(data).get("workers", [])}
+    except (ValueError, AttributeError):
+        return Probe(False, "the router's /workers answered no JSON")
+    missing = [model for url, model in config.routes if (url, model) not in have]
+    if missing:
+        return Probe(False, "routes missing in the router: " + ", ".join(missing))
+    return Probe(True, "every route registered")
+
+
 # ---------------------------------------------------------------------------------------------
 # The watchdog
 
@@ -496,7 +532,11 @@ class Watchdog:
 
     def run(self):
         c = self.config
-        what = f"{c.container} (executor {c.executor}, model {c.model} on port {c.port})"
+        what = (
+            f"{c.container} (the gateway on port {c.port}, {len(c.routes)} route{'' if len(c.routes) == 1 else 's'})"
+            if c.executor == "gateway"
+            else f"{c.container} (executor {c.executor}, model {c.model} on port {c.port})"
+        )
         self.event(
             "started",
             f"watching {what}: a probe every {duration(c.interval)}, acting after {c.failures} failures, "
@@ -524,7 +564,7 @@ class Watchdog:
                 pause = c.interval
             else:
                 self.set_container_state("running", f"container {c.container} is running again")
-                pause = self.step_ray() if c.executor == "ray" else self.step_mp(state)
+                pause = self.step_ray() if c.executor == "ray" else self.step_mp(state, probe_gateway if c.executor == "gateway" else probe_vllm)
         except ContainerDown as err:
             # It stopped, paused or went between the look and the exec: down, not an error of Docker's.
             self.set_container_state(f"down:{err.state}", f"{err}; not acting")
@@ -560,11 +600,12 @@ class Watchdog:
         self.in_grace_logged = False
         self.failures = 0
 
-    def step_mp(self, state):
+    def step_mp(self, state, probe=probe_vllm):
+        """mp: rank 0's container, probed with a completion; gateway: the gateway's, probed by its routes."""
         started_at = state.get("StartedAt") or ""
         if started_at != self.server_id:
             self.new_server(started_at, parse_docker_time(started_at) or time.time())
-        return self.judge(probe_vllm(self.config), f"restarting container {self.config.container}", self.restart_container)
+        return self.judge(probe(self.config), f"restarting container {self.config.container}", self.restart_container)
 
     def step_ray(self):
         c = self.config
@@ -607,7 +648,8 @@ class Watchdog:
         self.set_serving(False, probe.detail)
         if self.failures < c.failures:
             return c.interval
-        plural = "completion" if self.failures == 1 else "completions"
+        noun = "probe" if c.executor == "gateway" else "completion"
+        plural = noun if self.failures == 1 else f"{noun}s"
         return self.act(f"{self.failures} {plural} failed ({probe.detail})", action_text, action)
 
     def set_serving(self, serving, detail, log=True):
@@ -620,7 +662,8 @@ class Watchdog:
             self.backoff = self.config.backoff
             self.gave_up = False
             if previous is None or self.failing_since is None:
-                self.event("serving", f"serving {self.config.model} on port {self.config.port}")
+                what = "every route" if self.config.executor == "gateway" else self.config.model
+                self.event("serving", f"serving {what} on port {self.config.port}")
             else:
                 took = now - self.failing_since
                 self.event("serving-again", f"serving again after {duration(took if took >= 10 else round(took, 1))}")

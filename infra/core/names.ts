@@ -37,6 +37,14 @@ export function servingContainer(containers: ServiceContainers, executor: "ray" 
     return executor === "ray" ? containers.ray : containers.vllm;
 }
 
+/**
+ * The gateway's container (one per stack, on the node gateway.node names): named after the stack,
+ * so that two stacks' gateways never share a name.
+ */
+export function gatewayContainer(stack: string): string {
+    return `vllm-fleet-gateway-${stack.replace(/[^A-Za-z0-9_.-]/g, "-")}`;
+}
+
 /** Label on every container vllm-fleet starts: the stack that made it (nothing else touches it). */
 export const STACK_LABEL = "vllm-fleet.stack";
 /**

@@ -6,10 +6,15 @@
  *   and coder's containers keep their ids.
  * - coder's maxModelLen changed: only coder's containers are replaced.
  * - small removed: only small's containers go.
- * Real SSH, Docker and Ray; the GPU, the fabric link and vLLM are stand-ins.
+ * - the gateway on spark3 (vllm-router, from its published wheel in the workload image): each
+ *   model through it from every rank of its service, /v1/models listing all, a request without the
+ *   key refused, streaming passed through; its container kept when a service changes but not its
+ *   routes, replaced when the routes change; a stopped service answers 503 for its model only.
+ * Real SSH, Docker, Ray and vllm-router; the GPU, the fabric link and vLLM are stand-ins.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Stack } from "@pulumi/pulumi/automation";
+import { stackStatus } from "../../tools/status";
 import { SimCluster, complete, onNode, simDeployment, tearDown } from "./simCluster";
 import { TINY_MODEL_DIR } from "./simCluster";
 
@@ -55,6 +60,18 @@ async function previewChanges(stack: Stack): Promise<Record<string, string[]>> {
 /** The services output of an up: each service's endpoint and model. */
 type ServiceOutputs = Record<string, { endpoint: string; model: string; nodes: string[] }>;
 
+const GATEWAY = { node: "spark3", port: 4000 };
+/** The gateway's container, named after the stack. */
+const GATEWAY_CONTAINER = "spark3/vllm-fleet-gateway-e2e-fleet";
+
+/** `ids` without the gateway's containers (the router and its watchdog). */
+function withoutGateway(ids: Record<string, string>): Record<string, string> {
+    return Object.fromEntries(Object.entries(ids).filter(([name]) => !name.startsWith(GATEWAY_CONTAINER)));
+}
+
+/** The resources of the gateway in a preview (its component's children). */
+const isGatewayResource = (resource: string) => resource.startsWith("gateway");
+
 describe("a fleet of three services on four simulated Sparks", () => {
     const name = "e2e-fleet";
     let cluster: SimCluster;
@@ -68,6 +85,7 @@ describe("a fleet of three services on four simulated Sparks", () => {
             await stack.removeConfig(`vllm-fleet:${key}`);
         }
         await setServices([BIG, CODER]);
+        await stack.setConfig("vllm-fleet:gateway", { value: JSON.stringify({ ...GATEWAY, image: { name: cluster.workloadImage } }) });
     });
 
     afterAll(async () => {
@@ -90,6 +108,29 @@ describe("a fleet of three services on four simulated Sparks", () => {
         }
     }
 
+    /** Each service's model through the gateway, answered by every rank of that service; /v1/models lists them all. */
+    async function expectGatewayServing(outputs: ServiceOutputs, gatewayEndpoint: string, apiKey: string, names: readonly string[]): Promise<void> {
+        for (const service of names) {
+            const { model: served, nodes } = outputs[service];
+            const body = await complete(gatewayEndpoint, served, apiKey);
+            const ips = nodes.map((node) => cluster.nodes[Number(node.replace("spark", "")) - 1].fabricIp);
+            expect(body.vllm_fleet_ranks.map((rank) => rank.ip).sort(), `${service} through the gateway`).toEqual(ips.sort());
+        }
+        const listed = (await (await fetch(`${gatewayEndpoint}/models`, { headers: { Authorization: `Bearer ${apiKey}` } })).json()) as { models: string[] };
+        expect([...listed.models].sort()).toEqual(names.map((service) => outputs[service].model).sort());
+    }
+
+    /** The HTTP status of a completion of `model` through the gateway. */
+    async function gatewayStatus(endpoint: string, model: string, apiKey: string): Promise<number> {
+        const response = await fetch(`${endpoint}/completions`, {
+            method: "POST",
+            headers: { "Content-Type": "application/json", Authorization: `Bearer ${apiKey}` },
+            body: JSON.stringify({ model, prompt: "Hello", max_tokens: 4 }),
+        });
+        await response.text();
+        return response.status;
+    }
+
     it("serves big (ray) on spark1-2 and coder (mp) on spark3-4, each from its own nodes", async () => {
         const up = await stack.up();
         expect(up.summary.result).toBe("succeeded");
@@ -101,31 +142,74 @@ describe("a fleet of three services on four simulated Sparks", () => {
             "spark2/vllm-fleet-big-ray",
             "spark3/vllm-fleet-coder-vllm",
             "spark3/vllm-fleet-coder-watchdog",
+            GATEWAY_CONTAINER,
+            `${GATEWAY_CONTAINER}-watchdog`,
             "spark4/vllm-fleet-coder-vllm",
         ]);
+    });
+
+    it("serves both models through the gateway on spark3: by model, with the key only, 404 for an unknown model, streaming passed through", async () => {
+        const outputs = await stack.outputs();
+        const gatewayEndpoint = outputs.gatewayEndpoint.value as string;
+        const apiKey = outputs.apiKey.value as string;
+        expect(gatewayEndpoint).toBe(`http://${cluster.nodes[2].sshHost}:${GATEWAY.port}/v1`);
+        expect(outputs.gateway.value.routes).toEqual({
+            "big-moe": { service: "big", url: `http://${cluster.nodes[0].fabricIp}:8000` },
+            "coder-moe": { service: "coder", url: `http://${cluster.nodes[2].fabricIp}:8001` },
+        });
+        await expectGatewayServing(outputs.services.value, gatewayEndpoint, apiKey, ["big", "coder"]);
+        // Without the key: the service behind the gateway refuses it.
+        const keyless = await fetch(`${gatewayEndpoint}/completions`, {
+            method: "POST",
+            headers: { "Content-Type": "application/json" },
+            body: JSON.stringify({ model: "big-moe", prompt: "Hello", max_tokens: 4 }),
+        });
+        expect(keyless.status).toBe(401);
+        // A model no service serves: the router hands it to a service, whose vLLM answers 404.
+        expect(await gatewayStatus(gatewayEndpoint, "no-such-model", apiKey)).toBe(404);
+        // Streaming: server-sent events arrive through the gateway, ending with [DONE].
+        const streamed = await fetch(`${gatewayEndpoint}/completions`, {
+            method: "POST",
+            headers: { "Content-Type": "application/json", Authorization: `Bearer ${apiKey}` },
+            body: JSON.stringify({ model: "coder-moe", prompt: "Hello", max_tokens: 8, stream: true }),
+        });
+        expect(streamed.status).toBe(200);
+        expect(streamed.headers.get("content-type")).toContain("text/event-stream");
+        const events = (await streamed.text()).split("\n\n").filter((event) => event.startsWith("data: "));
+        expect(events.length).toBeGreaterThan(2);
+        expect(events[events.length - 1]).toBe("data: [DONE]");
+        expect(JSON.parse(events[0].slice("data: ".length)).model).toBe("coder-moe");
     });
 
     it("adds small beside big on spark1: the preview creates small's only, and no other container changes", async () => {
         const before = containerIds(cluster, name);
         await setServices([BIG, CODER, SMALL]);
         const changes = await previewChanges(stack);
-        expect(Object.keys(changes).filter((op) => op !== "update" || changes[op].some((resource) => resource !== "default"))).toEqual(["create"]);
+        // Besides small's creates, only the gateway changes: its route set gained small's model.
+        const others = (list: string[] | undefined) => (list ?? []).filter((resource) => !isGatewayResource(resource) && resource !== "default");
+        expect(Object.keys(changes).filter((op) => others(changes[op]).length > 0)).toEqual(["create"]);
         expect(changes.create.every((resource) => resource.startsWith("small-") || resource === "spark1-small-image"), changes.create.join(" ")).toBe(true);
+        expect(changes.replace ?? changes["create-replacement"] ?? [], "the gateway's container, for its new route").toContain("gateway-container");
         const up = await stack.up();
         expect(up.summary.result).toBe("succeeded");
         await expectServing(up.outputs.services.value, up.outputs.apiKey.value, ["big", "coder", "small"]);
+        await expectGatewayServing(up.outputs.services.value, up.outputs.gatewayEndpoint.value, up.outputs.apiKey.value, ["big", "coder", "small"]);
         const after = containerIds(cluster, name);
         expect(Object.keys(idsOf(after, "small")).sort()).toEqual(["spark1/vllm-fleet-small-vllm", "spark1/vllm-fleet-small-watchdog"]);
         expect({ ...idsOf(after, "big"), ...idsOf(after, "coder") }).toEqual({ ...idsOf(before, "big"), ...idsOf(before, "coder") });
     });
 
-    it("changes coder's maxModelLen: coder's containers are replaced, big's and small's keep their ids", async () => {
+    it("changes coder's maxModelLen: coder's containers are replaced, big's, small's and the gateway's keep their ids", async () => {
         const before = containerIds(cluster, name);
         await setServices([BIG, { ...CODER, vllm: { ...CODER.vllm, maxModelLen: 2048 } }, SMALL]);
         const up = await stack.up();
         expect(up.summary.result).toBe("succeeded");
         const after = containerIds(cluster, name);
         expect({ ...idsOf(after, "big"), ...idsOf(after, "small") }).toEqual({ ...idsOf(before, "big"), ...idsOf(before, "small") });
+        // The routes did not change (same models, same endpoints): the gateway stays.
+        expect(after[GATEWAY_CONTAINER]).toBe(before[GATEWAY_CONTAINER]);
+        expect(after[`${GATEWAY_CONTAINER}-watchdog`]).toBe(before[`${GATEWAY_CONTAINER}-watchdog`]);
+        await expectGatewayServing(up.outputs.services.value, up.outputs.gatewayEndpoint.value, up.outputs.apiKey.value, ["big", "coder", "small"]);
         expect(idsOf(after, "coder")["spark3/vllm-fleet-coder-vllm"]).not.toBe(idsOf(before, "coder")["spark3/vllm-fleet-coder-vllm"]);
         await expectServing(up.outputs.services.value, up.outputs.apiKey.value, ["big", "coder", "small"]);
     });
@@ -134,19 +218,38 @@ describe("a fleet of three services on four simulated Sparks", () => {
         const before = containerIds(cluster, name);
         await setServices([BIG, { ...CODER, vllm: { ...CODER.vllm, maxModelLen: 2048 } }]);
         const changes = await previewChanges(stack);
-        expect(changes.delete.every((resource) => resource.startsWith("small-") || resource === "spark1-small-image"), changes.delete.join(" ")).toBe(true);
-        expect(changes.create ?? []).toEqual([]);
+        expect(changes.delete.filter((resource) => !isGatewayResource(resource)).every((resource) => resource.startsWith("small-") || resource === "spark1-small-image"), changes.delete.join(" ")).toBe(true);
+        expect((changes.create ?? []).filter((resource) => !isGatewayResource(resource))).toEqual([]);
         const up = await stack.up();
         expect(up.summary.result).toBe("succeeded");
         const after = containerIds(cluster, name);
         expect(idsOf(after, "small")).toEqual({});
-        expect(after).toEqual({ ...idsOf(before, "big"), ...idsOf(before, "coder") });
+        expect(withoutGateway(after)).toEqual({ ...idsOf(before, "big"), ...idsOf(before, "coder") });
+        await expectGatewayServing(up.outputs.services.value, up.outputs.gatewayEndpoint.value, up.outputs.apiKey.value, ["big", "coder"]);
         await expectServing(up.outputs.services.value, up.outputs.apiKey.value, ["big", "coder"]);
     });
 
-    it("reports no changes on a second up, and destroys every container it started", async () => {
+    it("reports no changes on a second up; a stopped service answers 503 through the gateway for its model only; destroy removes every container", async () => {
         const again = await stack.up({ expectNoChanges: true });
         expect(Object.keys(again.summary.resourceChanges ?? {})).toEqual(["same"]);
+        // coder's rank 0 stopped by hand (Docker's restart policy leaves it stopped; its watchdog only logs).
+        const endpoint = again.outputs.gatewayEndpoint.value as string;
+        const apiKey = again.outputs.apiKey.value as string;
+        onNode(cluster.nodes[2], "docker stop vllm-fleet-coder-vllm >/dev/null");
+        const coder: number[] = [];
+        for (let attempt = 0; attempt < 4; attempt++) {
+            coder.push(await gatewayStatus(endpoint, "coder-moe", apiKey));
+            expect(await gatewayStatus(endpoint, "big-moe", apiKey), "big through the gateway while coder is down").toBe(200);
+        }
+        // The router's first try fails (500), then its circuit for coder's worker is open (503).
+        expect(coder.every((status) => status >= 500), coder.join(" ")).toBe(true);
+        expect(coder.slice(1).every((status) => status === 503), coder.join(" ")).toBe(true);
+        // npm run status: the gateway's row, each route up or down.
+        const status = await stackStatus(stack.workspace, name);
+        expect(status.text).toContain(`gateway on spark3: ${endpoint}`);
+        expect(status.text).toMatch(/big-moe -> service big \S+: registered, up/);
+        expect(status.text).toMatch(/coder-moe -> service coder \S+: registered, DOWN \(HTTP 503/);
+        expect(status.serving).toBe(false);
         await stack.destroy();
         for (const node of cluster.nodes) {
             expect(onNode(node, "docker ps -aq").trim()).toBe("");

@@ -2,7 +2,7 @@
 import { describe, expect, it } from "vitest";
 import { parseFleetConfig } from "../../infra/core/config";
 import { parseObservation } from "../../infra/core/observe";
-import { statusReport, watchdogLines } from "../../tools/statusReport";
+import { gatewayReport, statusReport, watchdogLines } from "../../tools/statusReport";
 import { sparkProbeOutput } from "./mocks";
 import { sparkDuo } from "./stacks";
 
@@ -64,5 +64,44 @@ describe("watchdogLines", () => {
         expect(watchdogLines(undefined)).toEqual(["watchdog: not running"]);
         expect(watchdogLines("[]")).toEqual(["watchdog: running, nothing to report"]);
         expect(watchdogLines("{oops")[0]).toMatch(/^watchdog: unreadable state/);
+    });
+});
+
+describe("the gateway's row", () => {
+    const gateway = {
+        node: "spark3",
+        endpoint: "http://10.1.230.182:4000/v1",
+        routes: { big: { service: "big", url: "http://192.168.200.12:8000" }, coder: { service: "coder", url: "http://192.168.200.14:8001" } },
+    };
+    const workers = (...pairs: [string, string][]) => ({ json: JSON.stringify({ workers: pairs.map(([url, model]) => ({ url, model_id: model, is_healthy: true })) }) });
+    const both = workers(["http://192.168.200.12:8000", "big"], ["http://192.168.200.14:8001", "coder"]);
+
+    it("says where it answers and that every route is registered and up", () => {
+        const report = gatewayReport(gateway, { workers: both, completions: { big: { status: 200, detail: "" }, coder: { status: 200, detail: "" } } });
+        expect(report.text.split("\n")).toEqual([
+            "gateway on spark3: http://10.1.230.182:4000/v1",
+            "  router: answering, 2 workers registered",
+            "  big -> service big http://192.168.200.12:8000: registered, up",
+            "  coder -> service coder http://192.168.200.14:8001: registered, up",
+            "gateway serving: yes",
+        ]);
+        expect(report.serving).toBe(true);
+    });
+
+    it("names a route that is down, with the gateway's answer, and one the router lacks", () => {
+        const report = gatewayReport(gateway, {
+            workers: workers(["http://192.168.200.12:8000", "big"]),
+            completions: { big: { status: 200, detail: "" }, coder: { status: 503, detail: "No available workers (all circuits open or unhealthy)" } },
+        });
+        expect(report.text).toContain("  coder -> service coder http://192.168.200.14:8001: NOT registered, DOWN (HTTP 503: No available workers (all circuits open or unhealthy))");
+        expect(report.text).toContain("  big -> service big http://192.168.200.12:8000: registered, up");
+        expect(report.serving).toBe(false);
+    });
+
+    it("says when the router does not answer at all", () => {
+        const report = gatewayReport(gateway, { workers: { error: "connect ECONNREFUSED 10.1.230.182:4000" }, completions: { big: { status: 0, detail: "fetch failed" }, coder: { status: 0, detail: "fetch failed" } } });
+        expect(report.text).toContain("  router: not answering (connect ECONNREFUSED 10.1.230.182:4000)");
+        expect(report.text).toContain("  big -> service big http://192.168.200.12:8000: unknown, DOWN (no answer: fetch failed)");
+        expect(report.serving).toBe(false);
     });
 });

@@ -525,11 +525,11 @@ afterEach(async () => {
 /** How python3 gets the file: by path, on stdin, or as the text of `-c` (no `__file__` to rely on). */
 type Launch = "path" | "stdin" | "-c";
 
-function startWatchdog(executor: "ray" | "mp", env: Record<string, string> = {}, launch: Launch = "path"): Watchdog {
+function startWatchdog(executor: "ray" | "mp" | "gateway", env: Record<string, string> = {}, launch: Launch = "path"): Watchdog {
     const fullEnv: Record<string, string> = {
         PATH: process.env.PATH ?? "/usr/bin:/bin",
         WATCHDOG_EXECUTOR: executor,
-        WATCHDOG_CONTAINER: executor === "ray" ? "vllm-fleet-ray" : "vllm-fleet-vllm",
+        WATCHDOG_CONTAINER: executor === "ray" ? "vllm-fleet-ray" : executor === "gateway" ? "vllm-fleet-gateway-unit" : "vllm-fleet-vllm",
         WATCHDOG_PORT: String(vllmPort),
         WATCHDOG_MODEL: "tiny-moe",
         VLLM_API_KEY: API_KEY,
@@ -709,6 +709,73 @@ describe("watchdog.py: mp executor", () => {
         await untilLine(watchdog, /serving again after/);
         expect(linesMatching(watchdog, /container vllm-fleet-vllm is running again/)).toHaveLength(1);
         expect(docker.restarts()).toHaveLength(0);
+    });
+});
+
+describe("watchdog.py: the gateway", () => {
+    const ROUTES = [
+        { model: "big", url: "http://192.168.200.12:8000" },
+        { model: "coder", url: "http://192.168.200.14:8001" },
+    ];
+
+    /** A stand-in for vllm-router's admin API: GET /workers lists `registered` (null: it hangs). */
+    async function fakeRouter(registered: () => { url: string; model_id: string }[] | null): Promise<{ port: number; paths: string[]; close: () => Promise<void> }> {
+        const paths: string[] = [];
+        const server = http.createServer((req, res) => {
+            paths.push(`${req.method} ${req.url}`);
+            const workers = registered();
+            if (workers === null) {
+                return; // no answer: a router that hangs
+            }
+            res.setHeader("Content-Type", "application/json");
+            res.end(JSON.stringify({ workers, total: workers.length }));
+        });
+        await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+        return {
+            port: (server.address() as AddressInfo).port,
+            paths,
+            close: () => {
+                server.closeAllConnections();
+                return new Promise((resolve) => server.close(() => resolve()));
+            },
+        };
+    }
+
+    const all = ROUTES.map((route) => ({ url: route.url, model_id: route.model }));
+
+    it("leaves a router with every route alone: it asks /workers only, no service", async () => {
+        const router = await fakeRouter(() => all);
+        try {
+            const watchdog = startWatchdog("gateway", { WATCHDOG_PORT: String(router.port), WATCHDOG_ROUTES: JSON.stringify(ROUTES), WATCHDOG_MODEL: "" });
+            await untilLine(watchdog, /serving every route on port/);
+            await until("a few more probes", watchdog, () => router.paths.length >= 5);
+            expect(watchdog.lines[0]).toMatch(/watchdog gateway: watching vllm-fleet-gateway-unit \(the gateway on port \d+, 2 routes\)/);
+            expect(new Set(router.paths)).toEqual(new Set(["GET /workers"]));
+            expect(vllm.completionBodies).toEqual([]);
+            expect(docker.restarts()).toEqual([]);
+        } finally {
+            await router.close();
+        }
+    });
+
+    it("restarts the gateway's container after N probes that find a route missing, then sees it serving again", async () => {
+        let registered = all.slice(1);
+        docker.state.onRestart = () => (registered = all);
+        const router = await fakeRouter(() => registered);
+        try {
+            const watchdog = startWatchdog("gateway", { WATCHDOG_PORT: String(router.port), WATCHDOG_ROUTES: JSON.stringify(ROUTES), WATCHDOG_STARTUP_GRACE: "0" });
+            await untilLine(watchdog, /serving again after/);
+            expect(docker.restarts().map((r) => r.path)).toEqual(["/containers/vllm-fleet-gateway-unit/restart?t=10"]);
+            expect(linesMatching(watchdog, ACTION)[0]).toMatch(/3 probes failed \(routes missing in the router: big\); restarting container vllm-fleet-gateway-unit/);
+        } finally {
+            await router.close();
+        }
+    });
+
+    it("refuses a gateway without its routes, naming the variable", async () => {
+        const watchdog = startWatchdog("gateway", { WATCHDOG_ROUTES: "not json" });
+        expect(await watchdog.exit).toBe(2);
+        expect(watchdog.stderr()).toMatch(/WATCHDOG_ROUTES: expected a JSON list/);
     });
 });
 

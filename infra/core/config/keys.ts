@@ -26,6 +26,7 @@ export const CONFIG_KEYS = [
     "hostChecks",
     "hostPrep",
     "cache",
+    "gateway",
 ] as const;
 export type ConfigKey = (typeof CONFIG_KEYS)[number];
 

@@ -7,6 +7,7 @@ import { z } from "zod";
 import { parseCidr } from "../net";
 import { hostChecksSchema, hostPrepSchema } from "./host";
 import { cacheSchema } from "./cache";
+import { gatewayIssues, gatewaySchema } from "./gateway";
 import { modelSchema } from "./model";
 import { CrossKeyIssue } from "./ports";
 import { DEFAULT_GPU_MEMORY_UTILIZATION, FleetNode, NAME, executorSchema, imageSchema, parallelismSchema, raySchema, vllmSchema } from "./fields";
@@ -127,6 +128,8 @@ const stackShape = {
     hostChecks: hostChecksSchema,
     hostPrep: hostPrepSchema,
     cache: cacheSchema,
+    /** One endpoint for every service (config/gateway.ts); none when unset. */
+    gateway: gatewaySchema.optional(),
 };
 /** The single-model form: today's keys, `image` and `model` required (every key the program reads is here). */
 const oneModelObjectSchema = z.strictObject(stackShape);
@@ -178,6 +181,8 @@ function resolveConfig(parsed: ParsedConfig) {
         hostChecks: parsed.hostChecks,
         hostPrep: parsed.hostPrep,
         cache: parsed.cache,
+        /** The gateway in front of the services, when the stack has one. */
+        gateway: parsed.gateway,
         /** The models the stack serves (at least one; the single-model form: `vllm` on every node). */
         services,
     };
@@ -261,6 +266,9 @@ function crossKeyIssues(parsed: ParsedConfig): CrossKeyIssue[] {
             }
             seen.set(node[field], index);
         });
+    }
+    if (parsed.gateway) {
+        issues.push(...gatewayIssues(parsed.gateway, serviceInputs(parsed), nodes, parsed.services === undefined));
     }
     if (parsed.services === undefined) {
         issues.push(...serviceIssues(serviceInputs(parsed)[0], nodes, parsed.cache, []));

@@ -18,6 +18,7 @@ import { preflight } from "../preflight";
 import { CachePlan, planCache } from "./cache";
 import { ServiceContext, mpRankSpec, rayContainerSpec, watchdogSpec } from "./containers";
 import { FirewallPlan, planFirewalls } from "./firewall";
+import { GatewayPlan, planGateway } from "./gateway";
 import { HostPrepPlan, planHostPrep } from "./hostPrep";
 import { NODE_LOCAL_ENV, transportHint, transportPolicy } from "./network";
 import { ObservedNode, PlannedNode, fabricWarnings, gpusNeeded, planNodes } from "./nodes";
@@ -134,6 +135,8 @@ export interface FleetPlan {
     readonly cache?: CachePlan;
     /** Each service, in the config's order. */
     readonly services: readonly ServicePlan[];
+    /** The gateway in front of the services (config `gateway`); none when unset. */
+    readonly gateway?: GatewayPlan;
 }
 
 /** What one service is planned from. */
@@ -162,6 +165,8 @@ export interface PlanInput {
      * text the start, the stop and the watchdog run there.
      */
     readonly lifecycleScript: string;
+    /** The gateway's launcher (components/scripts/gateway.py); needed with config `gateway`. */
+    readonly gatewayScript?: string;
 }
 
 /**
@@ -218,6 +223,13 @@ export function planFleet(input: PlanInput): FleetPlan {
         ),
         cache: planCache(config, stack),
         services,
+        gateway: planGateway(
+            config,
+            stack,
+            nodes,
+            services.map((service) => ({ name: service.name, servedNames: [service.vllm.modelId], apiAddress: service.nodes[0].fabric.ip, port: service.config.vllm.port })),
+            { launcher: input.gatewayScript ?? "", watchdog: input.watchdogScript },
+        ),
     };
 }
 

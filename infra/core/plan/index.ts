@@ -12,3 +12,4 @@ export * from "./nodes";
 export * from "./serveArgs";
 export * from "./cache";
 export * from "./budgets";
+export * from "./gateway";

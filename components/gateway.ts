@@ -1,0 +1,83 @@
+/**
+ * The gateway: one endpoint for every service of the stack, on the node gateway.node names.
+ * vllm-router (the vLLM project's router) in its inference-gateway mode routes each request by its
+ * `model` to the service that serves it; the launcher (scripts/gateway.py) only starts it and keeps
+ * the routes registered. Ready when every model answers a completion through it.
+ */
+import * as pulumi from "@pulumi/pulumi";
+import { GatewayPlan, withEnv } from "../infra/core/plan";
+import { realizeContainer } from "./container";
+import { CommandRunner, hostCommand } from "./hostCommand";
+import { NodeAccess } from "./sparkNode";
+import { scriptProgram } from "./shell";
+
+export interface GatewayArgs {
+    /** The node the gateway runs on. */
+    readonly node: NodeAccess;
+    /** The gateway as planned: its container, routes and readiness gate. */
+    readonly plan: GatewayPlan;
+    /** The stack's API key (a secret), checked by every service; none: the services are open. */
+    readonly apiKey?: pulumi.Input<string>;
+    /**
+     * What must serve before the gateway starts: every service (their readiness gates), and the
+     * delivery of its image. Only ordering: a service replaced for another reason leaves the
+     * gateway's container as it is (its routes did not change).
+     */
+    readonly after: readonly pulumi.Resource[];
+    readonly runner: CommandRunner;
+    readonly containerDriver: "docker" | "ssh";
+}
+
+export class Gateway extends pulumi.ComponentResource {
+    /** The OpenAI-compatible endpoint clients use, e.g. http://10.1.230.183:4000/v1. */
+    public readonly endpoint: pulumi.Output<string>;
+    /** Each model to the API of the service that serves it (`http://<fabric ip>:<port>`). */
+    public readonly routes: pulumi.Output<Record<string, string>>;
+    /** Each model's completion through the gateway, as the readiness gate got it (JSON). */
+    public readonly completions: pulumi.Output<Record<string, string>>;
+
+    constructor(name: string, args: GatewayArgs, opts?: pulumi.ComponentResourceOptions) {
+        super("vllm-fleet:gateway:Gateway", name, {}, opts);
+        const { plan, node } = args;
+        const apiKey = pulumi.output(args.apiKey ?? "");
+        const spec = apiKey.apply((key) => (key ? withEnv(plan.spec, { VLLM_API_KEY: key }) : plan.spec));
+        const container = realizeContainer(args.containerDriver, args.runner, `${name}-container`, node, spec, { parent: this, dependsOn: [...args.after] });
+        const ready = hostCommand(
+            args.runner,
+            `${name}-ready`,
+            {
+                connection: node.connection,
+                create: apiKey.apply((key) =>
+                    scriptProgram("gateway-ready", {
+                        CONTAINER: plan.ready.container,
+                        PORT: plan.ready.port,
+                        MODELS: [...plan.ready.models],
+                        TIMEOUT: plan.ready.timeoutSeconds,
+                        API_KEY: key,
+                    }),
+                ),
+                // A new container is a new router: its routes are checked again.
+                triggers: [container.revision],
+            },
+            { parent: this, dependsOn: [container.resource] },
+        );
+        if (plan.watchdog) {
+            // Started once the gateway serves (it must not race the first registration).
+            realizeContainer(args.containerDriver, args.runner, `${name}-watchdog`, node, pulumi.output(plan.watchdog), { parent: this, dependsOn: [ready.resource] }, { watchSeconds: 0 });
+        }
+        this.endpoint = pulumi.output(plan.endpoint);
+        this.routes = pulumi.output(Object.fromEntries(plan.routes.map((route) => [route.model, route.url])));
+        this.completions = ready.stdout.apply((stdout) =>
+            Object.fromEntries(
+                stdout
+                    .split("\n")
+                    .filter((line) => line.startsWith("route "))
+                    .map((line) => {
+                        const [, model, ...rest] = line.split(" ");
+                        return [model, rest.join(" ")];
+                    }),
+            ),
+        );
+        this.registerOutputs({ endpoint: this.endpoint, routes: this.routes, completions: this.completions });
+    }
+}
