@@ -47,7 +47,7 @@ export function fleetStackConfig(cluster: SimCluster, spec: FleetSpec): ConfigMa
     const image = { name: cluster.workloadImage };
     config["vllm-fleet:services"] = { value: JSON.stringify(spec.services.map((service) => ({ image, ...service }))) };
     if (spec.gateway !== undefined) {
-        config["vllm-fleet:gateway"] = { value: JSON.stringify(spec.gateway) };
+        config["vllm-fleet:gateway"] = { value: JSON.stringify({ ...spec.gateway, image }) };
     }
     return config;
 }
@@ -72,8 +72,11 @@ function sshSessions(deployment: FleetDeployment): number[] {
 /** Service outputs of an up: each service's endpoint, model and nodes. */
 type ServicesOutput = Record<string, { endpoint: string; model: string; nodes: string[] }>;
 
-/** Each service answers a completion on its own endpoint, from every rank of its own nodes: what is missing. */
-async function servingProblems(deployment: FleetDeployment, outputs: OutputMap): Promise<string[]> {
+/**
+ * Each service answers a completion on its own endpoint (or, given `through`, the gateway's) from
+ * every rank of its own nodes: what is missing.
+ */
+async function servingProblems(deployment: FleetDeployment, outputs: OutputMap, through?: string): Promise<string[]> {
     const services = (outputs.services?.value ?? {}) as ServicesOutput;
     const apiKey = String(outputs.apiKey?.value ?? "");
     const problems: string[] = [];
@@ -83,7 +86,7 @@ async function servingProblems(deployment: FleetDeployment, outputs: OutputMap):
     }
     for (const [name, service] of Object.entries(services)) {
         try {
-            const body = await complete(service.endpoint, service.model, apiKey);
+            const body = await complete(through ?? service.endpoint, service.model, apiKey);
             const answered = body.vllm_fleet_ranks.map((rank) => rank.ip).sort();
             const fabric = service.nodes.map((node) => deployment.cluster.nodes[Number(node.replace("spark", "")) - 1].fabricIp).sort();
             if (JSON.stringify(answered) !== JSON.stringify(fabric)) {
@@ -96,17 +99,14 @@ async function servingProblems(deployment: FleetDeployment, outputs: OutputMap):
     return problems;
 }
 
-/**
- * The gateway's endpoint in the stack's outputs, for a fleet that declares one; undefined for the
- * others. (A fleet declares one when the program reads the `gateway` key: see ./fleetPlan.ts.)
- */
+/** The gateway's endpoint (the stack output gatewayEndpoint) of a fleet with a gateway; undefined for the others. */
 function gatewayEndpoint(spec: FleetSpec, outputs: OutputMap): string | undefined {
     if (spec.gateway === undefined) {
         return undefined;
     }
-    const endpoint = (outputs.gateway?.value as { endpoint?: string } | undefined)?.endpoint;
-    if (!endpoint) {
-        throw new Error(`${spec.id}: the stack declares a gateway but has no output gateway.endpoint`);
+    const endpoint = outputs.gatewayEndpoint?.value;
+    if (typeof endpoint !== "string" || endpoint === "") {
+        throw new Error(`${spec.id}: the stack declares a gateway but its output gatewayEndpoint is empty`);
     }
     return endpoint;
 }
@@ -127,6 +127,16 @@ async function coldUp(deployment: FleetDeployment, run: number, operation: "cold
     });
     deployment.followUpCpuSeconds ??= await followUpCpuSeconds(stack);
     const gateway = gatewayEndpoint(spec, up.outputs);
+    if (gateway !== undefined) {
+        const throughGateway = await servingProblems(deployment, up.outputs, gateway);
+        measurements.checks.push({
+            nodes: spec.nodes,
+            run,
+            name: "cold up: the gateway answers each service's model from every rank of that service",
+            passed: throughGateway.length === 0,
+            detail: throughGateway.length === 0 ? `${spec.services.length} models through ${gateway}` : throughGateway.join("; "),
+        });
+    }
     if (gateway !== undefined && deployment.gateway === undefined) {
         const first = Object.entries((up.outputs.services?.value ?? {}) as ServicesOutput)[0];
         log(`${spec.id} run ${run}: the gateway's cost (TTFT through ${gateway} against ${first[1].endpoint}, concurrency 1 and 16)`);

@@ -22,8 +22,8 @@ export interface FleetSpec {
     readonly services: readonly FleetService[];
     /** The fleets of the growth table (one service per pair) against issue 23's mixed fleet. */
     readonly kind: "pairs" | "issue23";
-    /** The stack's `vllm-fleet:gateway` value, for a fleet with a gateway in front of its services. */
-    readonly gateway?: Readonly<Record<string, unknown>>;
+    /** The stack's `vllm-fleet:gateway` value without its image (the cluster's is added), for a fleet with a gateway. */
+    readonly gateway?: { readonly node: string; readonly port: number };
 }
 
 /** `spark<k>`, 1-based, as simStackConfig names the nodes. */
@@ -57,13 +57,13 @@ export function pairFleet(nodes: number, modelDir: string): FleetSpec {
 /**
  * Issue 23's fleet: A (ray, TP 2) on spark1-2, B (mp, TP 2) on spark3-4 and a small C (mp, TP 1) on
  * spark1 beside A, with ports of its own; A leaves room for C (gpuMemoryUtilization 0.6), C's share
- * is the planner's (as test/e2e/fleet.test.ts deploys them).
+ * is the planner's (as test/e2e/fleet.test.ts deploys them); the gateway on spark3, port 4000.
  */
 export function issue23Fleet(modelDir: string): FleetSpec {
     const model = (servedName: string) => ({ path: modelDir, servedName });
     return {
         id: "fleet4-abc",
-        title: "issue 23: 4 nodes, 3 services (A ray TP 2 on spark1-2, B mp TP 2 on spark3-4, C mp TP 1 on spark1)",
+        title: "issue 23: 4 nodes, 3 services (A ray TP 2 on spark1-2, B mp TP 2 on spark3-4, C mp TP 1 on spark1) and the gateway on spark3",
         nodes: 4,
         services: [
             { name: "a", nodes: ["spark1", "spark2"], executor: "ray", parallelism: { tensor: 2 }, model: model("a-moe"), vllm: { port: 8000, maxModelLen: 4096, gpuMemoryUtilization: 0.6 } },
@@ -71,6 +71,7 @@ export function issue23Fleet(modelDir: string): FleetSpec {
             { name: "c", nodes: ["spark1"], executor: "mp", parallelism: { tensor: 1 }, model: model("c-moe"), vllm: { port: 8002, maxModelLen: 2048, masterPort: 29502 } },
         ],
         kind: "issue23",
+        gateway: { node: "spark3", port: 4000 },
     };
 }
 

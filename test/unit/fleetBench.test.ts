@@ -87,6 +87,8 @@ describe("the fleets the bench deploys", () => {
         expect(parsed.nodes.map((node) => node.name)).toEqual(Array.from({ length: fleet.nodes }, (_, index) => `spark${index + 1}`));
         expect(parsed.services.map((service) => [service.name, service.nodes.map((node) => node.name)])).toEqual(fleet.services.map((service) => [service.name, [...service.nodes]]));
         expect(parsed.services.every((service) => service.image.name === "vllm-fleet-sim/workload:current")).toBe(true);
+        // Issue 23's fleet has the gateway, on spark3 with the cluster's image; the others none.
+        expect(parsed.gateway).toEqual(fleet.kind === "issue23" ? { node: "spark3", port: 4000, image: { name: "vllm-fleet-sim/workload:current", source: "present" } } : undefined);
     });
 });
 

@@ -79,6 +79,11 @@ describe("spark-quad: 122B on two Sparks, a coder model on two more", () => {
         expect(coder.vllm).toMatchObject({ toolCallParser: "qwen3_coder", enableAutoToolChoice: true });
     });
 
+    it("puts the gateway on spark3, on a port neither service uses there", () => {
+        expect(config.gateway).toMatchObject({ node: "spark3", port: 4000 });
+        expect([byName.coder.vllm.port, byName.coder.vllm.masterPort]).not.toContain(config.gateway?.port);
+    });
+
     const broken = () => {
         const services = (raw.services as Record<string, unknown>[]).map((service) => ({ ...service }));
         // The coder moved onto spark2, beside the 122B model, with the port they both use.
