@@ -36,6 +36,8 @@ interface FleetDeployment extends Deployment {
     readonly measurements: Measurements;
     followUpCpuSeconds?: number;
     gateway?: GatewayLevelSamples[];
+    /** Why the fleet's runs stopped, when one failed. */
+    failure?: string;
 }
 
 /** The stack config of a fleet: the cluster's first `spec.nodes` nodes, its services with the cluster's image. */
@@ -260,12 +262,25 @@ export async function runFleetBench(options: BenchOptions): Promise<boolean> {
             deployments.push(await prepareFleet(cluster, spec));
         }
         pulumiVersion = deployments[0].stack.workspace.pulumiVersion;
+        // A fleet that fails is recorded and left out of the later runs; the others go on.
+        const attempt = async (deployment: FleetDeployment, run: number, step: (deployment: FleetDeployment, run: number) => Promise<void>) => {
+            if (deployment.failure !== undefined) {
+                return;
+            }
+            try {
+                await step(deployment, run);
+            } catch (error) {
+                deployment.failure = `run ${run}: ${(error as Error).message.split("\n").slice(0, 3).join(" ")}`;
+                log(`${deployment.spec.id} FAILED ${deployment.failure}; its stack is destroyed and the other fleets go on`);
+                await deployment.stack.destroy().catch((destroyError: Error) => log(`${deployment.spec.id}: destroy after the failure: ${destroyError.message.split("\n")[0]}`));
+            }
+        };
         for (let run = 1; run <= options.runs; run++) {
             for (const deployment of deployments) {
-                await fleetRound(deployment, run);
+                await attempt(deployment, run, fleetRound);
             }
             for (const deployment of deployments) {
-                await fleetBaseline(deployment, run);
+                await attempt(deployment, run, fleetBaseline);
             }
         }
     } catch (error) {
@@ -279,9 +294,10 @@ export async function runFleetBench(options: BenchOptions): Promise<boolean> {
         measurements: deployment.measurements,
         followUpCpuSeconds: deployment.followUpCpuSeconds,
         gateway: deployment.gateway,
+        failure: deployment.failure,
     }));
     const reportPath = writeFleetReport(options, records, { startedAt, pulumiVersion, clusterNodes: largest, error: failure });
     console.log(fs.readFileSync(reportPath, "utf8"));
     log(`report: ${reportPath}`);
-    return failure === undefined;
+    return failure === undefined && deployments.every((deployment) => deployment.failure === undefined);
 }

@@ -60,6 +60,8 @@ export interface FleetInput {
     readonly followUpCpuSeconds?: number;
     readonly checks: readonly Check[];
     readonly gateway?: { readonly service: string; readonly costs: readonly GatewayLevelCost[] };
+    /** Why its runs stopped, when one failed. */
+    readonly failure?: string;
 }
 
 /** One fleet's figures. */
@@ -280,6 +282,7 @@ export function renderFleetMarkdown(report: {
         ...report.timelines.flatMap((timeline) => [`### ${timeline.heading}: [${timeline.svg}](${timeline.svg})`, "", ...(timeline.note ? [timeline.note, ""] : []), "```", timeline.summary, "```", ""]),
         "## Checks on the hosts and the engine's summaries",
         "",
+        ...report.inputs.filter((input) => input.failure !== undefined).map((input) => `- FLEET FAILED (${input.id}): ${input.failure}`),
         `${checks.length - failed.length} of ${checks.length} passed.`,
         ...failed.map((check) => `- FAILED (${check.fleet}, run ${check.run}) ${check.name}: ${check.detail}`),
         "",

@@ -22,6 +22,8 @@ export interface FleetRecord {
     readonly measurements: Measurements;
     readonly followUpCpuSeconds?: number;
     readonly gateway?: GatewayLevelSamples[];
+    /** Why its runs stopped, when one failed. */
+    readonly failure?: string;
 }
 
 const FILE_SUFFIX: Partial<Record<UpOperation, string>> = { coldUp: "", upNoChange: "-noop", coldUpParallel1: "-parallel1" };
@@ -60,6 +62,7 @@ export function fleetInput(record: FleetRecord): FleetInput {
         followUpCpuSeconds: record.followUpCpuSeconds,
         checks: measurements.checks,
         gateway: record.gateway && { service: spec.services[0].name, costs: gatewayCost(record.gateway) },
+        failure: record.failure,
     };
 }
 
@@ -130,6 +133,7 @@ export function writeFleetReport(
                 opsByResource: up.opsByResource,
             })),
             gatewayRequests: record.gateway,
+            failure: record.failure,
         })),
         targets: fleetTargets(measured),
     };

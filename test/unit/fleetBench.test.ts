@@ -178,6 +178,11 @@ describe("a fleet against its floor", () => {
         const markdown = renderFleetMarkdown({ environment: "env", runs: 1, inputs: [two, eight, abc], timelines: [] });
         expect(markdown).toContain("## Issue 23's fleet");
         expect(markdown).toContain("6 of 6 passed.");
+        // A fleet whose runs failed is named with why, and left out of the figures.
+        const failed = fleetInput({ id: "fleet8", coldUps: [], noopUps: [], checks: [], failure: "run 1: coldUp on 8 nodes: failed" });
+        const withFailure = renderFleetMarkdown({ environment: "env", runs: 1, inputs: [two, failed], timelines: [] });
+        expect(withFailure).toContain("- FLEET FAILED (fleet8): run 1: coldUp on 8 nodes: failed");
+        expect(growthTable([fleetFigures(two)])).toHaveLength(3);
     });
 });
 
