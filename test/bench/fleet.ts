@@ -20,7 +20,7 @@ import { BenchOptions } from "./args";
 import { nodeCgroupDirs } from "./cpu";
 import { FleetSpec, benchFleets } from "./fleetPlan";
 import { FleetRecord, writeFleetReport } from "./fleetWrite";
-import { GatewayLevelSamples, measureGatewayCost } from "./gatewayCost";
+import { GatewayLevelSamples, gatewayCost, measureGatewayCost } from "./gatewayCost";
 import { log } from "./log";
 import { Deployment, Measurements, recordedUp } from "./rounds";
 import { followUpCpuSeconds, timedPulumi } from "./timed";
@@ -140,9 +140,14 @@ async function coldUp(deployment: FleetDeployment, run: number, operation: "cold
         });
     }
     if (gateway !== undefined && deployment.gateway === undefined) {
-        const first = Object.entries((up.outputs.services?.value ?? {}) as ServicesOutput)[0];
-        log(`${spec.id} run ${run}: the gateway's cost (TTFT through ${gateway} against ${first[1].endpoint}, concurrency 1 and 16)`);
-        deployment.gateway = await measureGatewayCost({ direct: first[1].endpoint, gateway, model: first[1].model, apiKey: String(up.outputs.apiKey?.value ?? "") });
+        // Service A (the first), asked directly and through the gateway.
+        const name = spec.services[0].name;
+        const service = ((up.outputs.services?.value ?? {}) as ServicesOutput)[name];
+        log(`${spec.id} run ${run}: the gateway's cost (TTFT through ${gateway} against ${name} at ${service.endpoint}, concurrency 1 and 16)`);
+        deployment.gateway = await measureGatewayCost({ direct: service.endpoint, gateway, model: service.model, apiKey: String(up.outputs.apiKey?.value ?? "") });
+        for (const cost of gatewayCost(deployment.gateway)) {
+            log(`${spec.id}: concurrency ${cost.concurrency}: TTFT p50 ${cost.directTtftP50Ms?.toFixed(1)} ms directly, ${cost.gatewayTtftP50Ms?.toFixed(1)} ms through the gateway`);
+        }
     }
 }
 
