@@ -18,7 +18,8 @@ import { Observer, observeOverSsh } from "../components/observer";
 import { RayCluster } from "../components/rayCluster";
 import { ServeArgsCheck } from "../components/serveArgsCheck";
 import { readScript } from "../components/shell";
-import { ImageDelivery, SparkNode } from "../components/sparkNode";
+import { SparkNode } from "../components/sparkNode";
+import { imageDeliveries } from "./imageDeliveries";
 import { VLLM_LIFECYCLE, VllmService } from "../components/vllmService";
 import { WeightSync } from "../components/weightSync";
 import { FleetConfig, ServiceConfig, inServiceKeys, serviceConfig } from "./core/config";
@@ -26,7 +27,7 @@ import { ModelDirFacts } from "./core/facts";
 import { describeFitPlan } from "./core/fit";
 import { DEFAULT_SERVICE, serviceContainers, serviceResourceName } from "./core/names";
 import { NodeObservation, checkOwnership, firewallRevisions, newRevision, ofService } from "./core/observe";
-import { CachePlan, GatewayPlan, PreparedNode, ServicePlan, checkPrepared, planFleet, planServiceBudgets, preparedFacts } from "./core/plan";
+import { CachePlan, PreparedNode, ServicePlan, checkPrepared, planFleet, planServiceBudgets, preparedFacts } from "./core/plan";
 import { reconcile } from "./core/reconcile";
 import { readStackConfig } from "./stackConfig";
 
@@ -110,52 +111,6 @@ export interface GatewayOutputs {
     readonly endpoint: string;
     /** Each model to the service that serves it and that service's API as the gateway reaches it. */
     readonly routes: Record<string, { service: string; url: string }>;
-}
-
-/**
- * The images each node gets delivered (image.source pull or copy), one step per image and node,
- * named after the first service that uses it there; a copy comes from that service's first node.
- */
-function imageDeliveries(
-    services: readonly ServicePlan[],
-    observedImageId: (service: ServicePlan) => string | undefined,
-    node: string,
-    built: readonly SparkNode[],
-    gateway: GatewayPlan | undefined,
-): { step: string; delivery: ImageDelivery }[] {
-    const steps = new Map<string, { step: string; delivery: ImageDelivery }>();
-    for (const service of services) {
-        const { image } = service.config;
-        const index = service.nodes.findIndex((planned) => planned.name === node);
-        if (index < 0 || steps.has(image.name) || image.source === "present") {
-            continue;
-        }
-        const step = `${node}-${serviceResourceName(service.name, "image")}`;
-        if (image.source === "pull") {
-            steps.set(image.name, { step, delivery: { image: image.name, pull: true } });
-        } else if (index > 0) {
-            const copy = service.copies[index - 1];
-            const source = built.find((spark) => spark.nodeName === copy.source)!;
-            steps.set(image.name, { step, delivery: { image: image.name, copyFrom: source, wantId: observedImageId(service), sourceIp: copy.sourceIp, targetIp: copy.targetIp } });
-        }
-    }
-    // The gateway's image on its node, unless a service there brings it: pulled, or copied from the
-    // first node of a service of the same image (config/gateway.ts requires one for copy).
-    const image = gateway?.image;
-    if (gateway && image && gateway.node === node && image.source !== "present" && !steps.has(image.name)) {
-        const servedHere = services.some((service) => service.config.image.name === image.name && service.nodes.some((planned) => planned.name === node));
-        const step = `${node}-gateway-image`;
-        if (image.source === "pull") {
-            steps.set(image.name, { step, delivery: { image: image.name, pull: true } });
-        } else if (!servedHere) {
-            const service = services.find((candidate) => candidate.config.image.name === image.name)!;
-            const head = service.nodes[0];
-            const target = gateway.fabricIp;
-            const source = built.find((spark) => spark.nodeName === head.name)!;
-            steps.set(image.name, { step, delivery: { image: image.name, copyFrom: source, wantId: observedImageId(service), sourceIp: head.fabric.ip, targetIp: target } });
-        }
-    }
-    return [...steps.values()];
 }
 
 /** `judge()`, its refusal in the service's keys (`vllm-fleet:services[i].vllm.maxModelLen`) and named by the service. */
@@ -306,10 +261,14 @@ export async function fleetProgram(observe: Observer = observeOverSsh): Promise<
     for (const service of reading) {
         reads.push(await observe(service.config, { privateKey: secret, privateKeyPath, stack, containers: service.containers }));
     }
+    // A node no service runs on (the gateway's, say) is read too, as the first service's view of it.
+    const unread = config.nodes.filter((node) => !reads.flat().some((observation) => observation.node === node.name));
+    const extraReads =
+        unread.length > 0 ? await observe({ ...reading[0].config, nodes: unread }, { privateKey: secret, privateKeyPath, stack, containers: reading[0].containers }) : [];
     // Another stack's containers on these nodes: refused before anything is registered.
-    checkOwnership(stack, reads.flat());
+    checkOwnership(stack, [...reads.flat(), ...extraReads]);
     // Each node of the stack as the first service placed on it read it.
-    const stackNodes = config.nodes.map((node) => reads.flat().find((observation) => observation.node === node.name)!);
+    const stackNodes = config.nodes.map((node) => [...reads.flat(), ...extraReads].find((observation) => observation.node === node.name)!);
     // Each service's share of the memory of the nodes it shares (none shared: its own or the default).
     const budgets = planServiceBudgets(config, (node) => stackNodes.find((observation) => observation.node === node)!.facts);
     if (budgets.description) {

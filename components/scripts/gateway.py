@@ -6,9 +6,9 @@ It is not a proxy: every request goes through vllm-router (the vLLM project's ro
 `vllm-router`) in its inference-gateway mode (--enable-igw), which routes by the request's `model`
 to the workers registered for that model and passes streaming through. The launcher only starts the
 router, registers each route through the router's admin API (POST /workers: the worker URL, the
-model id, the stack's API key), and then every GATEWAY_CHECK_SECONDS looks at GET /workers and
-registers again any route that is missing or points elsewhere (a router restarted by Docker, a
-change made by hand through the admin API). It exits with the router's exit status when the router
+model id, the stack's API key), and then every GATEWAY_CHECK_SECONDS looks at GET /workers,
+registers again any route that is missing or points elsewhere, and removes any worker that is not
+one of the routes (a change made through the admin API, which the router leaves open). It exits with the router's exit status when the router
 exits, so the container's restart policy brings both back.
 
 The router forwards the client's Authorization header to the service, whose vLLM checks it against
@@ -31,6 +31,7 @@ import subprocess
 import sys
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 
 PORT = int(os.environ["GATEWAY_PORT"])
@@ -68,9 +69,18 @@ def register(route):
 
 
 def keep_routes():
-    """Registers every route the router lacks; returns how many it could not register."""
+    """Registers every route the router lacks, removes every worker that is none of them; returns
+    how many it could not put right."""
     failed = 0
     have = registered()
+    wanted = {route["url"] for route in ROUTES}
+    for url in sorted(set(have) - wanted):
+        try:
+            admin("DELETE", "/workers/" + urllib.parse.quote(url, safe=""))
+            log(f"removed the worker {url} ({have[url]}): not a route of the stack")
+        except (OSError, ValueError) as error:
+            failed += 1
+            log(f"the worker {url} ({have[url]}) is not a route of the stack and could not be removed: {error}")
     for route in ROUTES:
         if have.get(route["url"]) == route["model"]:
             continue
@@ -85,7 +95,7 @@ def keep_routes():
 def main():
     # The router's own settings: all addresses, IGW mode (routing by model), no key on its command
     # line (the workers get it in the registration, from this environment).
-    router = subprocess.Popen([ROUTER, "--enable-igw", "--host", "0.0.0.0", "--port", str(PORT), "--log-level", "warning"])
+    router = subprocess.Popen([ROUTER, "--enable-igw", "--host", "0.0.0.0", "--port", str(PORT)])
 
     def stop(signum, _frame):
         router.send_signal(signum)

@@ -181,6 +181,25 @@ describe("a fleet of three services on four simulated Sparks", () => {
         expect(JSON.parse(events[0].slice("data: ".length)).model).toBe("coder-moe");
     });
 
+    it("puts its routes back when they are changed through the router's open admin API", async () => {
+        const outputs = await stack.outputs();
+        const root = (outputs.gatewayEndpoint.value as string).replace(/\/v1$/, "");
+        const routes = outputs.gateway.value.routes as Record<string, { url: string }>;
+        const workers = async () =>
+            ((await (await fetch(`${root}/workers`)).json()) as { workers: { url: string; model_id: string }[] }).workers.map((worker) => `${worker.model_id} ${worker.url}`).sort();
+        const declared = Object.entries(routes).map(([model, route]) => `${model} ${route.url}`).sort();
+        expect(await workers()).toEqual(declared);
+        // A worker slipped in for big-moe, and coder-moe's route removed: what anyone reaching the port can do.
+        await fetch(`${root}/workers`, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ url: "http://127.0.0.1:9", model_id: "big-moe" }) });
+        await fetch(`${root}/workers/${encodeURIComponent(routes["coder-moe"].url)}`, { method: "DELETE" });
+        expect(await workers()).not.toEqual(declared);
+        const deadline = Date.now() + 30_000;
+        while (JSON.stringify(await workers()) !== JSON.stringify(declared) && Date.now() < deadline) {
+            await new Promise((resolve) => setTimeout(resolve, 500));
+        }
+        expect(await workers()).toEqual(declared);
+    });
+
     it("adds small beside big on spark1: the preview creates small's only, and no other container changes", async () => {
         const before = containerIds(cluster, name);
         await setServices([BIG, CODER, SMALL]);

@@ -20,6 +20,7 @@ import {
     joinedTo,
     joinedToRank0,
     mpRankSpec,
+    planGateway,
     networkEnv,
     planCache,
     rayContainerSpec,
@@ -43,6 +44,15 @@ const planned: PlannedNode[] = [
     { name: "spark2", fabric: { interface: "enp1s0f1np1", ip: "192.168.200.13", hcas: ["rocep1s0f1"], rdmaDevices: [] }, gpus: 1 },
 ];
 
+/** The gateway of spark-duo on spark2, and its watchdog, as planned (with the key the component adds). */
+const gateway = planGateway(
+    parseFleetConfig({ ...sparkDuo, gateway: { node: "spark2", image: { name: "vllm-router:0.1.17" } } }),
+    "spark-duo",
+    planned,
+    [{ name: DEFAULT_SERVICE, servedNames: ["Qwen3.5-122B-A10B-FP8"], apiAddress: planned[0].fabric.ip, port: 30000 }],
+    { launcher: "print('the launcher')", watchdog: "print('the watchdog')" },
+)!;
+
 const specs: [string, ContainerSpec][] = [
     ["the Ray head", raySpec(config, "spark-duo", planned, 0, "r1", TOKEN)],
     ["a Ray worker", raySpec(config, "spark-duo", planned, 1, "r1", TOKEN, "f00d")],
@@ -61,6 +71,8 @@ const specs: [string, ContainerSpec][] = [
             labels: {},
         },
     ],
+    ["the gateway", withEnv(gateway.spec, { VLLM_API_KEY: TOKEN })],
+    ["the gateway's watchdog", gateway.watchdog!],
 ];
 
 describe("both container drivers express the same container", () => {

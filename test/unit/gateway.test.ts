@@ -59,6 +59,7 @@ describe("the gateway's config", () => {
         ["sshd's port", fleet([BIG, CODER], { ...GATEWAY, port: 22 }), "vllm-fleet:gateway.port", "the SSH port of spark3"],
         ["the router's metrics port", fleet([BIG, CODER], { ...GATEWAY, port: 29000 }), "vllm-fleet:gateway.port", "the router's metrics port (29000)"],
         ["a copy of an image no service has", fleet([BIG, CODER], { ...GATEWAY, image: { name: "vllm/vllm-router:0.1.17", source: "copy" } }), "vllm-fleet:gateway.image.source", "no service uses vllm/vllm-router:0.1.17"],
+        ["one model name served by two services behind it", fleet([BIG, { ...CODER, model: model("big") }]), "vllm-fleet:services[1].model.servedName", "a name other than that of vllm-fleet:services[0] (big)"],
         ["a key it does not have", fleet([BIG, CODER], { ...GATEWAY, prot: 4000 }), "vllm-fleet:gateway.prot", "port"],
     ])("refuses %s, naming the key", (_what, raw, key, expected) => {
         it("in one line", () => {
@@ -169,5 +170,31 @@ describe("the gateway in the program (mocks)", async () => {
         const none = await runProgram(fleet([BIG, CODER], null), probe);
         expect(none.resources.some((resource) => resource.name.startsWith("gateway"))).toBe(false);
         expect(none.outputs.gatewayEndpoint).toBe("");
+    });
+});
+
+describe("the gateway's image on its node (mocks)", async () => {
+    it("is pulled there with source pull, and nothing is delivered with present", async () => {
+        const pulled = await runProgram(fleet([BIG, CODER], { ...GATEWAY, image: { name: "vllm/vllm-router:0.1.17", source: "pull" } }), probe);
+        expect(pulled.resources.filter((resource) => resource.name.endsWith("gateway-image")).map((resource) => resource.name)).toEqual(["spark3-gateway-image"]);
+        const present = await runProgram(fleet([BIG, CODER]), probe);
+        expect(present.resources.some((resource) => resource.name.endsWith("gateway-image"))).toBe(false);
+    });
+
+    it("comes with a service's own image where that service runs on the gateway's node (copy)", async () => {
+        const copied = await runProgram(fleet([BIG, { ...CODER, image: { ...image, source: "copy" } }], { ...GATEWAY, image: { ...image, source: "copy" } }), probe);
+        expect(copied.resources.some((resource) => resource.name.endsWith("gateway-image"))).toBe(false);
+        expect(copied.resources.some((resource) => resource.name === "spark4-coder-image")).toBe(true);
+    });
+
+    it("is copied from the first node of the first service of that image to a node no such service runs on", async () => {
+        const copy = { ...image, source: "copy" };
+        const alone = await runProgram(
+            fleet([{ ...BIG, image: copy }, { ...CODER, nodes: ["spark3"], parallelism: { tensor: 1 }, image: copy }], { ...GATEWAY, node: "spark4", image: copy }),
+            probe,
+        );
+        const step = alone.resources.filter((resource) => resource.name.startsWith("spark4-gateway-image"));
+        expect(step.length).toBeGreaterThan(0);
+        expect(JSON.stringify(unsecret(step.map((resource) => resource.inputs)))).toContain("192.168.200.12");
     });
 });

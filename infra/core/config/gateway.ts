@@ -68,6 +68,17 @@ export function gatewayIssues(gateway: GatewayConfig, services: readonly Service
         taken.length === 0
             ? []
             : [{ path: ["gateway", "port"], value: gateway.port, expected: `a port other than ${taken.join(" and ")} on ${node.name} (the gateway uses the host's network)` }];
+    // The router sends each model id to one service: two services may not serve one name behind it.
+    services.forEach((service, index) => {
+        const first = services.findIndex((other) => other.model.servedName === service.model.servedName);
+        if (first < index) {
+            issues.push({
+                path: ["services", index, "model", "servedName"],
+                value: service.model.servedName,
+                expected: `a name other than that of vllm-fleet:services[${first}] (${services[first].name}): the gateway routes each model name to one service`,
+            });
+        }
+    });
     if (gateway.image.source === "copy" && !services.some((service) => service.image.name === gateway.image.name)) {
         issues.push({
             path: ["gateway", "image", "source"],

@@ -223,7 +223,8 @@ export function editDistance(a: string, b: string): number {
 /**
  * The known keys nearest to `name`, as paths below the namespace (`vllm.maxModelLen`): the fields of
  * the object at `keyPath`, and at the top also the fields one level down (a nested key set at the top)
- * and {@link KEY_ALIASES}. Empty when nothing is close: at most a third of the name's letters differ.
+ * and {@link KEY_ALIASES}; a field of `keyPath` itself hides one of the same name below it. Empty when
+ * nothing is close: at most a third of the name's letters differ.
  */
 export function nearestKeys(name: string, keyPath: readonly PropertyKey[] = []): string[] {
     const here = formatKey(keyPath).slice(CONFIG_NAMESPACE.length + 1);
@@ -256,7 +257,9 @@ export function nearestKeys(name: string, keyPath: readonly PropertyKey[] = []):
             targets.push(candidate.target);
         }
     }
-    return targets;
+    // A field here hides a field of the same name a level down (`imag`: image, not gateway.image too).
+    const own = fieldsAt(keyPath).filter((field) => targets.includes(join(field)));
+    return targets.filter((target) => own.some((field) => target === join(field)) || !own.some((field) => target.endsWith(`.${field}`)));
 }
 
 /**
