@@ -1,4 +1,4 @@
-/** The benchmark's command line: `--runs K`, `--nodes 2,4`, `--out DIR`, `--fabric-only`. */
+/** The benchmark's command line: `--runs K`, `--nodes 2,4`, `--out DIR`, `--fabric-only`, `--fleet`. */
 import * as path from "path";
 import { REPO_ROOT } from "../automation";
 import { invocationDir } from "../../tools/command";
@@ -10,12 +10,15 @@ export interface BenchOptions {
     readonly outDir: string;
     /** Only the copies over the fabric (raw TCP, image copy, weight sync) on a 2-node cluster. */
     readonly fabricOnly?: boolean;
+    /** Fleets of services (./fleet.ts): one TP-2 service per pair of nodes at each node count, and issue 23's fleet. */
+    readonly fleet?: boolean;
 }
 
-/** Parses `--runs K`, `--nodes 2,4` and `--out DIR`. */
+/** Parses `--runs K`, `--nodes 2,4`, `--out DIR`, `--fabric-only` and `--fleet` (default nodes then 2,4,8). */
 export function parseBenchArgs(argv: readonly string[]): BenchOptions {
     let runs = 3;
-    let nodeCounts = [2, 4];
+    let nodeCounts: number[] | undefined;
+    let fleet = false;
     let outDir = path.join(REPO_ROOT, "bench-report");
     let fabricOnly = false;
     for (let index = 0; index < argv.length; index++) {
@@ -29,21 +32,30 @@ export function parseBenchArgs(argv: readonly string[]): BenchOptions {
             index++;
         } else if (flag === "--fabric-only") {
             fabricOnly = true;
+        } else if (flag === "--fleet") {
+            fleet = true;
         } else if (flag === "--out" && value !== undefined) {
             outDir = path.resolve(invocationDir(), value);
             index++;
         } else {
-            throw new Error(`unknown argument ${flag}; usage: bench [--runs K] [--nodes 2,4] [--out DIR] [--fabric-only]`);
+            throw new Error(`unknown argument ${flag}; usage: bench [--runs K] [--nodes 2,4] [--out DIR] [--fabric-only | --fleet]`);
         }
     }
     if (!Number.isInteger(runs) || runs < 1) {
         throw new Error(`--runs must be a positive integer, not ${runs}`);
     }
+    nodeCounts ??= fleet ? [2, 4, 8] : [2, 4];
     if (nodeCounts.length === 0 || nodeCounts.some((count) => !Number.isInteger(count) || count < 1 || count > 8)) {
         throw new Error(`--nodes must list node counts 1..8, not ${nodeCounts.join(",")}`);
+    }
+    if (fleet && fabricOnly) {
+        throw new Error("--fleet and --fabric-only are two benchmarks: give one");
+    }
+    if (fleet && nodeCounts.some((count) => count % 2 !== 0)) {
+        throw new Error(`--fleet deploys one TP-2 service per pair of nodes: --nodes must list even counts, not ${nodeCounts.join(",")}`);
     }
     if (fabricOnly) {
         nodeCounts = [2];
     }
-    return { runs, nodeCounts: [...new Set(nodeCounts)].sort((a, b) => a - b), outDir, fabricOnly };
+    return { runs, nodeCounts: [...new Set(nodeCounts)].sort((a, b) => a - b), outDir, fabricOnly, fleet };
 }

@@ -1,5 +1,6 @@
 /**
- * The benchmark of issue 6 (`npm run bench -- [--runs K] [--nodes 2,4] [--out DIR]`): where the time
+ * The benchmark of issue 6 (`npm run bench -- [--runs K] [--nodes 2,4] [--out DIR]`; with `--fleet`, the
+ * fleets of services of issue 23: ./fleet.ts): where the time
  * of a deployment goes, on simulated Sparks, through the real Pulumi engine (Automation API).
  *
  * For each node count, K rounds of: cold `pulumi up`, `pulumi preview` and `pulumi up` with no
@@ -28,6 +29,7 @@ import * as path from "path";
 import { simDown } from "../e2e/simCluster";
 import { parseBenchArgs } from "./args";
 import { measureFabric } from "./fabric";
+import { runFleetBench } from "./fleet";
 import { log } from "./log";
 import { Deployment, Measurements, baselineRound, prepare, round } from "./rounds";
 import { sshRoundTripSeconds } from "./ssh";
@@ -35,6 +37,13 @@ import { writeReport } from "./writeReport";
 
 async function main(): Promise<void> {
     const options = parseBenchArgs(process.argv.slice(2));
+    if (options.fleet) {
+        // Fleets of services (./fleet.ts): a report of its own.
+        if (!(await runFleetBench(options))) {
+            process.exit(1);
+        }
+        return;
+    }
     const startedAt = new Date();
     const deployments: Deployment[] = [];
     const clusters: string[] = [];

@@ -87,3 +87,19 @@ export async function quietMachine(): Promise<void> {
         }
     }
 }
+
+/**
+ * CPU seconds so far of this process and of its children that have ended (/proc/self/stat: utime,
+ * stime, cutime, cstime): the bench itself, the inline program, and each `pulumi` command with what
+ * it waited for (its providers) once the Automation API has reaped it. Not other users' processes,
+ * nor the SSH connection masters that outlive a command (ControlPersist detaches them).
+ */
+export function processTreeCpuSeconds(): number {
+    const stat = fs.readFileSync("/proc/self/stat", "utf8");
+    // Fields after the command name, which is in parentheses and may hold spaces.
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    // utime is field 14 of the whole line: index 11 after the state field (3rd).
+    const [utime, stime, cutime, cstime] = fields.slice(11, 15).map(Number);
+    const ticksPerSecond = 100; // USER_HZ, 100 on Linux
+    return (utime + stime + cutime + cstime) / ticksPerSecond;
+}

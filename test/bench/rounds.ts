@@ -100,7 +100,7 @@ function onlySame(changes: Record<string, number> | undefined): boolean {
 }
 
 /** Runs `pulumi up` (one step at a time for the baseline), timing it and recording its timeline. */
-async function recordedUp(deployment: Deployment, run: number, operation: UpOperation, measurements: Measurements): Promise<{ up: UpResult; record: RecordedUp }> {
+export async function recordedUp(deployment: Deployment, run: number, operation: UpOperation, measurements: Measurements): Promise<{ up: UpResult; record: RecordedUp }> {
     const recorder = new EventRecorder();
     const { result: up, seconds, apiSeconds, startMs, endMs, cpuBusyShare, cpu } = await timedPulumi(
         (onOutput) => deployment.stack.up({ onEvent: recorder.onEvent, onOutput, ...(operation === "coldUpParallel1" ? { parallel: 1 } : {}) }),

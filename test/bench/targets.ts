@@ -38,6 +38,13 @@ export interface CpuUse {
     readonly nodesSeconds?: number;
     /** Inside the containers the nodes' own Docker engines run: Ray and the vLLM stand-in. */
     readonly workloadSeconds?: number;
+    /**
+     * CPU seconds of this process tree over the whole Automation API call: the bench, the inline
+     * program, the `pulumi` command and its providers, and the API's follow-up commands (`stack
+     * output`, `stack history`); not other users' processes. With nodesSeconds, minus the follow-ups,
+     * the operation's own CPU whatever else shares the machine (the fleet bench's floor).
+     */
+    readonly processTreeSeconds?: number;
 }
 
 /** A check made on the hosts or the engine's summary during a run. */

@@ -2,7 +2,7 @@
 import * as os from "os";
 import { EngineEvent } from "@pulumi/pulumi/automation";
 import { EngineEventLike } from "../../tools/timeline/events";
-import { cpuTicks, quietMachine, simCpuSnapshot } from "./cpu";
+import { cpuTicks, processTreeCpuSeconds, quietMachine, simCpuSnapshot } from "./cpu";
 import { CpuUse } from "./targets";
 
 /** The events of one engine operation, each with the time it arrived (finer than the events' whole seconds). */
@@ -38,13 +38,15 @@ export interface Timed<T> {
 /**
  * Runs a Pulumi operation of the Automation API on a quiet machine, timing the `pulumi` command and
  * the whole call, and counting the CPU it cost (the machine's, and inside the nodes whose cgroups
- * are given).
+ * are given), and this process tree's (the operation's own, with the Automation API's follow-up
+ * commands: {@link followUpCpuSeconds} measures those apart).
  */
 export async function timedPulumi<T>(action: (onOutput: (text: string) => void) => Promise<T>, nodeCgroups: readonly string[] = []): Promise<Timed<T>> {
     await quietMachine();
     const startMs = Date.now();
     const cpuBefore = cpuTicks();
     const simBefore = simCpuSnapshot(nodeCgroups);
+    const treeBefore = processTreeCpuSeconds();
     // Counted up to the command's last output, like its wall time.
     let lastOutputMs = startMs;
     let cpuAfter = cpuBefore;
@@ -55,6 +57,8 @@ export async function timedPulumi<T>(action: (onOutput: (text: string) => void) 
         simAfter = simCpuSnapshot(nodeCgroups);
     });
     const apiEndMs = Date.now();
+    // The `pulumi` command has been reaped: its CPU (and its providers') is in this process's children's.
+    const treeSeconds = processTreeCpuSeconds() - treeBefore;
     const cpuBusyShare = (cpuAfter.busy - cpuBefore.busy) / Math.max(1, cpuAfter.total - cpuBefore.total);
     const cores = os.cpus().length;
     let workloadSeconds: number | undefined;
@@ -76,6 +80,22 @@ export async function timedPulumi<T>(action: (onOutput: (text: string) => void) 
             cores,
             nodesSeconds: simBefore && simAfter ? simAfter.nodes - simBefore.nodes : undefined,
             workloadSeconds,
+            processTreeSeconds: treeSeconds,
         },
     };
+}
+
+/**
+ * CPU seconds of the commands the Automation API runs after an up or destroy (`pulumi stack output`
+ * twice, `pulumi stack history`), measured on `stack` by running them alone: the smaller of two tries.
+ */
+export async function followUpCpuSeconds(stack: { outputs(): Promise<unknown>; history(pageSize?: number): Promise<unknown> }): Promise<number> {
+    const tries: number[] = [];
+    for (let attempt = 0; attempt < 2; attempt++) {
+        const before = processTreeCpuSeconds();
+        await stack.outputs();
+        await stack.history(1);
+        tries.push(processTreeCpuSeconds() - before);
+    }
+    return Math.min(...tries);
 }

@@ -22,9 +22,22 @@ import { Floor, OPERATION_LABELS, TargetResult, droppedTargets, evaluateTargets,
 const FILE_SUFFIX: Record<UpOperation, string> = { coldUp: "", coldUpParallel1: "-parallel1", upNoChange: "-noop", vllmChange: "-vllm-change" };
 
 /** The up of `operation` on `nodes` whose wall time is the median (an odd count: the middle one). */
-function medianUp(ups: readonly RecordedUp[], nodes: number, operation: UpOperation): RecordedUp | undefined {
+export function medianUp(ups: readonly RecordedUp[], nodes: number, operation: UpOperation): RecordedUp | undefined {
     const list = ups.filter((up) => up.nodes === nodes && up.operation === operation).sort((a, b) => a.seconds - b.seconds);
     return list[Math.floor((list.length - 1) / 2)];
+}
+
+/**
+ * What the dependency graph allows with unlimited parallelism, from an up run one step at a time (no
+ * step slowed another): the graph's longest chain of these step times, plus the same start-up and end.
+ */
+export function graphBoundOf(up: RecordedUp): NonNullable<UpTimeline["graphBound"]> {
+    const chain = longestChain(up.timeline, resourceGraphFromExport(up.exported));
+    return {
+        seconds: (chain.ms + up.timeline.outside.beforeFirstMs + up.timeline.outside.afterLastMs) / 1000,
+        chainSeconds: chain.ms / 1000,
+        steps: chain.names,
+    };
 }
 
 /** Writes every file of the report directory (DIR, made when missing) and returns the targets as judged. */
@@ -47,18 +60,11 @@ export function writeReport(options: BenchOptions, measurements: Measurements, s
             fs.writeFileSync(path.join(options.outDir, svg), renderTimelineSvg(up.timeline, { title: `${titleOf(up)}, the median of ${options.runs}` }));
             fs.writeFileSync(path.join(options.outDir, `events-${base}.jsonl`), up.events.map((event) => JSON.stringify(event)).join("\n") + "\n");
             fs.writeFileSync(path.join(options.outDir, `export-${base}.json`), JSON.stringify(up.exported, null, 2));
-            // One step at a time, no step slowed another: the graph's longest chain of these steps is
-            // what full parallelism could reach (plus the same start-up and end).
-            const chain = operation === "coldUpParallel1" ? longestChain(up.timeline, resourceGraphFromExport(up.exported)) : undefined;
             timelines.push({
                 nodes,
                 run: up.run,
                 operation,
-                graphBound: chain && {
-                    seconds: (chain.ms + up.timeline.outside.beforeFirstMs + up.timeline.outside.afterLastMs) / 1000,
-                    chainSeconds: chain.ms / 1000,
-                    steps: chain.names,
-                },
+                graphBound: operation === "coldUpParallel1" ? graphBoundOf(up) : undefined,
                 wallSeconds: up.seconds,
                 criticalSeconds: up.timeline.criticalMs / 1000,
                 outsideShare: up.timeline.outsideShare,
