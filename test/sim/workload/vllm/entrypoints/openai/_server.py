@@ -163,6 +163,11 @@ class Server:
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
             server_version = "uvicorn"
+            # TCP_NODELAY on every connection, as vLLM's uvicorn has it (asyncio sets it on each TCP
+            # transport): without it a streamed token written after the headers waits for their ACK
+            # (Nagle against the peer's delayed ACK), tens of ms that a client reusing its connection
+            # (a router's pool) would see and vLLM does not add.
+            disable_nagle_algorithm = True
             sys_version = ""
 
             def log_message(self, fmt, *a):  # uvicorn's access log line
