@@ -12,8 +12,9 @@
  *   routes change (they are given to the running router); a stopped service answers 503 for its
  *   model only.
  * - a swap of the model name coder-moe from coder to coder2 (another port, both fit: blue/green),
- *   sampled during the up: the name answers at every sample, and coder's containers die only after
- *   coder2 answered (Docker's events on the node).
+ *   under the load test through the gateway and sampled during the up: no request fails, the name
+ *   answers at every sample, and coder's containers die only after coder2 answered (Docker's events
+ *   on the node).
  * - a swap from coder2 to coder3 on the same port (no room): preview announces that coder2 stops
  *   first, naming the port and the downtime bound (refused with swap refuseDowntime); the up stops
  *   coder2's containers before coder3's start.
@@ -22,6 +23,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Stack } from "@pulumi/pulumi/automation";
+import { runLoadtest } from "../../tools/loadtest/run";
 import { stackStatus } from "../../tools/status";
 import { SimCluster, complete, onNode, simDeployment, tearDown } from "./simCluster";
 import { TINY_MODEL_DIR } from "./simCluster";
@@ -344,9 +346,29 @@ describe("a fleet of three services on four simulated Sparks", () => {
         const gatewayEndpoint = (await stack.outputs()).gatewayEndpoint.value as string;
         const started = Date.now();
         const sampler = sampleServing([oldEndpoint, newEndpoint, gatewayEndpoint], "coder-moe", apiKey);
-        const up = await stack.up();
+        // And the load test (npm run loadtest's own code) through the gateway, round after round at
+        // concurrency 4, for as long as the up runs.
+        let upDone = false;
+        const load = (async () => {
+            const counts = { requests: 0, ok: 0, errors: [] as string[] };
+            while (!upDone) {
+                const report = await runLoadtest({ endpoint: gatewayEndpoint, model: "coder-moe", apiKey, concurrency: 4, requests: 8, maxTokens: 8, timeoutMs: 30_000 });
+                for (const level of report.levels) {
+                    counts.requests += level.summary.requests;
+                    counts.ok += level.summary.ok;
+                    counts.errors.push(...level.requests.filter((request) => request.error).map((request) => JSON.stringify(request.error)));
+                }
+            }
+            return counts;
+        })();
+        const up = await stack.up().finally(() => (upDone = true));
         const samples = await sampler.stop();
+        const loaded = await load;
         expect(up.summary.result).toBe("succeeded");
+        expect(loaded.errors.slice(0, 5), "the load test's failed requests through the gateway").toEqual([]);
+        expect(loaded.ok).toBe(loaded.requests);
+        expect(loaded.requests).toBeGreaterThan(20);
+        console.info(`blue/green under the load test through the gateway: ${loaded.requests} requests, ${loaded.requests - loaded.ok} failed`);
 
         // Through the gateway at every sample; and coder2 answered before coder's rank 0 died.
         const gaps = samples.filter((sample) => !sample.answered[2]);
