@@ -139,7 +139,7 @@ describe.each([
                 originalImage = imageOf();
                 onNode(worker(), `docker run --name drift --entrypoint sh ${cluster.workloadImage} -c 'echo drift > /drift' && docker commit drift ${cluster.workloadImage} >/dev/null && docker rm drift >/dev/null`);
             },
-            /image .* differs across nodes: .*spark2/,
+            /image .* differs across nodes by content .*: .*spark2/,
             () => onNode(worker(), `docker tag ${originalImage} ${cluster.workloadImage}`),
         ],
         ["its model directory is missing", () => onNode(worker(), `mv ${MODEL_DIR} ${MODEL_DIR}.away`), /spark2.*model/i, () => onNode(worker(), `mv ${MODEL_DIR}.away ${MODEL_DIR}`)],
