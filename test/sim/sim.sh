@@ -114,6 +114,22 @@ choose_slot() { # cluster requested-slot
 # ---------------------------------------------------------------------------------------------
 # down
 
+# Removes a network whose containers are gone. The engine can still count an endpoint of a
+# container it has just removed (moby/moby#42119: "has active endpoints" with no container left),
+# so a refused removal force-disconnects what the network still lists and tries again.
+remove_network() { # network id
+  local net="$1" try endpoint
+  for try in 1 2 3 4 5; do
+    docker network rm "$net" >/dev/null 2>&1 && return 0
+    docker network inspect "$net" >/dev/null 2>&1 || return 0
+    for endpoint in $(docker network inspect -f '{{range $id, $c := .Containers}}{{$c.Name}} {{end}}' "$net"); do
+      docker network disconnect -f "$net" "$endpoint" >/dev/null 2>&1 || true
+    done
+    sleep "$try"
+  done
+  docker network rm "$net" >/dev/null
+}
+
 remove_cluster_objects() { # docker label filter value (cluster name, or "" for every cluster)
   local filter="$SIM_LABEL${1:+=$1}" ids
   ids="$(docker ps -aq --filter "label=$filter")"
@@ -121,11 +137,10 @@ remove_cluster_objects() { # docker label filter value (cluster name, or "" for 
     # shellcheck disable=SC2086
     docker rm -f -v $ids >/dev/null
   fi
-  ids="$(docker network ls -q --filter "label=$filter")"
-  if [[ -n "$ids" ]]; then
-    # shellcheck disable=SC2086
-    docker network rm $ids >/dev/null
-  fi
+  local net
+  for net in $(docker network ls -q --filter "label=$filter"); do
+    remove_network "$net"
+  done
   ids="$(docker volume ls -q --filter "label=$filter")"
   if [[ -n "$ids" ]]; then
     # shellcheck disable=SC2086
