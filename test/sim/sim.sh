@@ -8,6 +8,9 @@
 #   sim.sh down [-c CLUSTER] | --all      remove everything of a cluster (or of every cluster)
 #   sim.sh exec [-c CLUSTER] NODE CMD...  run a command in a node (NODE: index or name)
 #   sim.sh ssh [-c CLUSTER] NODE [CMD...] real SSH into a node as user spark
+#   sim.sh push [-c CLUSTER] IMAGE REPO[:TAG]
+#                                         put an image into the cluster's registry (up --registry);
+#                                         prints REGISTRY/REPO@sha256:... as the registry reports it
 #   sim.sh ls                             list simulated clusters
 set -euo pipefail
 
@@ -30,6 +33,8 @@ sim_die() {
 
 # shellcheck source=lib/images.sh
 source "$SIM_LIB_DIR/images.sh"
+# shellcheck source=lib/registry.sh
+source "$SIM_LIB_DIR/registry.sh"
 
 usage() {
   sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "${BASH_SOURCE[0]}"
@@ -47,6 +52,8 @@ up options:
   --fabric-ifaces NAMES
                      comma-separated fabric interface name of each node (default: every node
                      enp1s0f1np1; a Spark's second port is enP2p1s0f1np1)
+  --registry         also run a registry (Debian's docker-registry) at 10.230.K.250:5000 on the
+                     management network, trusted by every node's dockerd (plain HTTP)
 
 Environment: SIM_STATE_DIR (default test/sim/.state), XDG_CACHE_HOME (image build cache),
 SIM_DEBIAN_MIRROR, SIM_READY_TIMEOUT (seconds, default 120).
@@ -206,6 +213,7 @@ cluster_reusable() { # cluster n node-tag key-id gpus slot
   for ((i = 0; i < n; i++)); do
     name="$(node_name "$cluster" "$i")"
     [[ "${names[$i]}" == "$name" ]] || return 1
+    [[ "$(docker inspect -f "{{index .Config.Labels \"$SIM_LABEL.registry\"}}" "$name")" == "$REGISTRY_ADDRESS" ]] || return 1
     [[ "$(docker inspect -f "{{.State.Running}}|{{index .Config.Labels \"$SIM_LABEL.node-image\"}}|{{index .Config.Labels \"$SIM_LABEL.key\"}}|{{index .Config.Labels \"$SIM_LABEL.gpus\"}}|{{index .Config.Labels \"$SIM_LABEL.slot\"}}|{{index .Config.Labels \"$SIM_LABEL.fabric-iface\"}}|{{index .Config.Labels \"$SIM_LABEL.rdma\"}}" "$name")" == "true|$node_tag|$key_id|$gpus|$slot|${FABRIC_IFACES[$i]}|${RDMA[$i]}" ]] || return 1
   done
 }
@@ -236,6 +244,7 @@ create_node() { # cluster index slot node-tag pubkey key-id gpus fabric-iface rd
     --label "$SIM_LABEL.node-image=$node_tag" --label "$SIM_LABEL.key=$key_id" \
     --label "$SIM_LABEL.gpus=$gpus" --label "$SIM_LABEL.slot=$slot" \
     --label "$SIM_LABEL.fabric-iface=$fabric_iface" --label "$SIM_LABEL.rdma=$rdma" \
+    --label "$SIM_LABEL.registry=$REGISTRY_ADDRESS" \
     --cap-add ALL --cap-drop SYS_RESOURCE \
     --device-cgroup-rule 'c 231:* rwm' --device-cgroup-rule 'c 10:58 rwm' \
     --security-opt seccomp=unconfined --security-opt apparmor=unconfined \
@@ -250,6 +259,7 @@ create_node() { # cluster index slot node-tag pubkey key-id gpus fabric-iface rd
     --env "SIM_GPUS=$gpus" \
     --env "SIM_AUTHORIZED_KEY=$pubkey" \
     "$node_tag" >/dev/null
+  if [[ -n "$REGISTRY_ADDRESS" ]]; then sim_registry_trust "$name" "$REGISTRY_ADDRESS" "$(state_dir "$cluster")"; fi
   docker network connect --ip "192.168.$((200 + slot)).$((10 + i))" "$(fabric_net "$cluster")" "$name"
   docker start "$name" >/dev/null
 }
@@ -309,6 +319,7 @@ write_cluster_json() { # cluster n slot workload-tag node-tag key gpus loaded
     printf '  "mgmtIface": %s,\n' "$(json_str "$SIM_MGMT_IFACE")"
     # Node 0's (kept for readers of the one-name form; each node has its own below).
     printf '  "fabricIface": %s,\n' "$(json_str "${FABRIC_IFACES[0]}")"
+    printf '  "registry": %s,\n' "$([[ -n $REGISTRY_ADDRESS ]] && json_str "$REGISTRY_ADDRESS" || echo null)"
     printf '  "nodes": [\n'
     for ((i = 0; i < n; i++)); do
       name="$(node_name "$cluster" "$i")"
@@ -365,7 +376,7 @@ node_options() { # n fabric-ifaces-csv no-rdma-csv
 }
 
 cmd_up() {
-  local n=2 cluster="sim" gpus=1 slot_req="" load=1 fabric_ifaces="" no_rdma=""
+  local n=2 cluster="sim" gpus=1 slot_req="" load=1 fabric_ifaces="" no_rdma="" registry=0
   while (($# > 0)); do
     case "$1" in
       -n | --nodes) n="${2:-}"; shift ;;
@@ -375,6 +386,7 @@ cmd_up() {
       --no-load) load=0 ;;
       --no-rdma) no_rdma="${2:?$1 needs a value}"; shift ;;
       --fabric-ifaces) fabric_ifaces="${2:?$1 needs a value}"; shift ;;
+      --registry) registry=1 ;;
       -h | --help) usage; return ;;
       *) sim_die "up: unknown argument '$1' (see sim.sh --help)" ;;
     esac
@@ -415,6 +427,8 @@ cmd_up() {
   flock "$lock_fd"
   choose_slot "$cluster" "$slot_req"
   local slot="$SLOT" i name reuse=0
+  REGISTRY_ADDRESS=""
+  if ((registry)); then REGISTRY_ADDRESS="$(sim_registry_address "$slot")"; fi
   if cluster_reusable "$cluster" "$n" "$node_tag" "$key_id" "$gpus" "$slot"; then
     reuse=1
     sim_log "cluster $cluster: reusing its $n running nodes"
@@ -424,6 +438,7 @@ cmd_up() {
       remove_cluster_objects "$cluster"
       choose_slot "$cluster" "$slot_req"
       slot="$SLOT"
+      if ((registry)); then REGISTRY_ADDRESS="$(sim_registry_address "$slot")"; fi
     fi
     sim_log "cluster $cluster: creating $n nodes (management 10.230.$slot.0/24, fabric 192.168.$((200 + slot)).0/24)"
     create_networks "$cluster" "$slot"
@@ -437,6 +452,11 @@ cmd_up() {
   for ((i = 0; i < n; i++)); do
     wait_node_ready "$(node_name "$cluster" "$i")" "10.230.$slot.$((10 + i))" "$key"
   done
+  if ((registry)); then
+    sim_registry_start "$cluster" "$slot"
+  else
+    docker rm -f -v "$(sim_registry_container "$cluster")" >/dev/null 2>&1 || true
+  fi
 
   if ((load)); then
     local tarball
@@ -472,6 +492,7 @@ cmd_up() {
       "$([[ ${RDMA[$i]} == 1 ]] && echo yes || echo no)"
   done
   echo "  workload image: $workload_tag$([[ $load == 1 ]] && echo ' (loaded on every node)' || echo ' (not loaded)')"
+  if ((registry)); then echo "  registry:       $REGISTRY_ADDRESS (plain HTTP, trusted by every node)"; fi
   echo "  cluster.json:   $dir/cluster.json"
 }
 
@@ -510,6 +531,14 @@ cmd_ssh() {
     -o StrictHostKeyChecking=yes "$SIM_SSH_USER@$ip" "$@"
 }
 
+cmd_push() {
+  local cluster="sim"
+  if [[ "${1:-}" == "-c" || "${1:-}" == "--cluster" ]]; then cluster="${2:?-c needs a value}"; shift 2; fi
+  (($# == 2)) || sim_die "usage: sim.sh push [-c CLUSTER] IMAGE REPO[:TAG]"
+  validate_cluster_name "$cluster"
+  sim_registry_push "$cluster" "$1" "$2"
+}
+
 cmd_ls() {
   docker ps -a --filter "label=$SIM_LABEL" \
     --format "{{.Label \"$SIM_LABEL\"}}\t{{.Names}}\t{{.Status}}" | sort
@@ -524,6 +553,7 @@ main() {
     down) cmd_down "$@" ;;
     exec) cmd_exec "$@" ;;
     ssh) cmd_ssh "$@" ;;
+    push) cmd_push "$@" ;;
     ls) cmd_ls ;;
     -h | --help | help | "") usage ;;
     *) sim_die "unknown command '$cmd' (see sim.sh --help)" ;;
