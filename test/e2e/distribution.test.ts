@@ -3,16 +3,19 @@
  * image differs or is missing, a node missing a weight file, a model that cannot fit), and what
  * fixes the first two: the image copied node to node over the fabric, to every node that lacks it at
  * once (a broken copy leaves no image and the next up retries it), and the weights over the fabric
- * (the big files in plain streams, continuing a part a broken run left; rsync for the rest). Real
- * SSH, Docker and rsync; the GPU, the fabric link and vLLM are stand-ins.
+ * (the big files in plain streams, continuing a part a broken run left; rsync for the rest); and
+ * image.source pull from the proving ground's registry, by digest and by tag. Real SSH, Docker, rsync
+ * and registry (Debian's docker-registry); the GPU, the fabric link and vLLM are stand-ins.
  */
-import { execFile, execSync } from "child_process";
+import { execFile, execFileSync, execSync } from "child_process";
+import { createHash } from "crypto";
 import { promisify } from "util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { EngineEvent, Stack } from "@pulumi/pulumi/automation";
 import { readScript, shQuote } from "../../components/shell";
+import { parseImageName } from "../../infra/core/image";
 import { openStack } from "../automation";
-import { SimCluster, SimNode, onNode, putTinyModel, simStackConfig, simUp, tearDown, tempWorkspace } from "./simCluster";
+import { SimCluster, SimNode, complete, onNode, putTinyModel, simPush, simStackConfig, simUp, tearDown, tempWorkspace } from "./simCluster";
 
 const MODEL_DIR = "/home/spark/models/tiny-moe";
 
@@ -100,6 +103,25 @@ function stdoutOf(exported: { deployment: { resources: { urn: string; outputs?: 
     return typeof plaintext === "string" ? (JSON.parse(plaintext) as string) : "";
 }
 
+/** The requests the cluster's registry has answered since it started (its access log): client address, method, path. */
+function registryRequests(cluster: SimCluster): { ip: string; method: string; path: string }[] {
+    const log = execFileSync("docker", ["logs", `${cluster.cluster}-registry`], { encoding: "utf8", stdio: ["ignore", "pipe", "ignore"] });
+    return [...log.matchAll(/^(\S+) - \S+ \[[^\]]*\] "(\w+) (\S+) HTTP\/[\d.]+"/gm)].map(([, ip, method, path]) => ({ ip, method, path }));
+}
+
+/** The preview's warnings. */
+async function previewWarnings(stack: Stack): Promise<string> {
+    const warnings: string[] = [];
+    await stack.preview({
+        onEvent: (event) => {
+            if (event.diagnosticEvent?.severity === "warning") {
+                warnings.push(event.diagnosticEvent.message);
+            }
+        },
+    });
+    return warnings.join("\n");
+}
+
 /** Bytes sent so far on a node's interface. */
 function txBytes(node: SimNode, iface: string): number {
     return Number(onNode(node, `cat /sys/class/net/${iface}/statistics/tx_bytes`).trim());
@@ -112,7 +134,7 @@ describe("preflight, and the image copy node to node over the fabric, on 3 simul
     const stacks: Stack[] = [];
 
     beforeAll(async () => {
-        cluster = await simUp(name, 3);
+        cluster = await simUp(name, 3, { registry: true });
         putTinyModel(cluster, MODEL_DIR);
         workspace = tempWorkspace(`vllm-fleet-${name}-`);
     });
@@ -332,5 +354,64 @@ describe("preflight, and the image copy node to node over the fabric, on 3 simul
         } finally {
             onNode(first, `docker image rm ${noRay} >/dev/null 2>&1 || true`);
         }
+    });
+
+    it("pulls an image pinned by digest from the registry on every node and serves it; a second up pulls nothing; a digest the registry lacks is refused; a tag alone is warned about with the first node's digest", async () => {
+        const pinned = await simPush(name, cluster.workloadImage, "vllm-fleet/workload:e2e");
+        const { repository, digest } = parseImageName(pinned);
+        expect(repository).toBe(`${cluster.registry}/vllm-fleet/workload`);
+        expect(digest).toMatch(/^sha256:[0-9a-f]{64}$/);
+        // No node knows the image by the registry's name yet: what arrives there is the pull's doing.
+        for (const node of cluster.nodes) {
+            expect(onNode(node, `docker images --digests --format '{{.Repository}}@{{.Digest}}'`)).not.toContain(repository);
+        }
+        const config = (image: string) => simStackConfig(cluster, MODEL_DIR, { image: { name: image, source: "pull" } });
+        const manifest = `/v2/vllm-fleet/workload/manifests/${digest}`;
+        const served = registryRequests(cluster).length;
+
+        const stack = await openStack(`${name}-pull`, { workDir: workspace.dir, envVars: workspace.envVars, config: config(pinned) });
+        stacks.push(stack);
+        const up = await stack.up();
+        expect(up.summary.result).toBe("succeeded");
+        // Every node fetched the manifest by its digest from the registry, and knows the image by it.
+        const fetched = registryRequests(cluster)
+            .slice(served)
+            .filter((request) => request.method === "GET" && request.path === manifest);
+        expect([...new Set(fetched.map((request) => request.ip))].sort()).toEqual(cluster.nodes.map((node) => node.mgmtIp).sort());
+        const identity = imageIdentity(cluster, 0);
+        const exported = await stack.exportStack();
+        for (const node of cluster.nodes) {
+            expect(onNode(node, `docker image inspect --format '{{join .RepoDigests " "}}' ${pinned}`).trim().split(" ")).toContain(pinned);
+            expect(stdoutOf(exported, `spark${node.index + 1}-image`).trim()).toBe(`image-pulled ${pinned} ${identity}`);
+        }
+        const text = (await complete(up.outputs.endpoint.value, "tiny-moe", up.outputs.apiKey.value)).choices[0].text;
+        expect(text).toMatch(/^ranks: /);
+
+        // A second up changes nothing and asks the registry nothing.
+        const asked = registryRequests(cluster).length;
+        const again = await stack.up({ expectNoChanges: true });
+        expect(Object.keys(again.summary.resourceChanges ?? {})).toEqual(["same"]);
+        expect(registryRequests(cluster).slice(asked)).toEqual([]);
+        await stack.destroy();
+
+        // A digest the registry does not have: refused, naming the image and the node, before any container.
+        const missing = `${repository}@sha256:${createHash("sha256").update("never pushed").digest("hex")}`;
+        const absent = await openStack(`${name}-absent`, { workDir: workspace.dir, envVars: workspace.envVars, config: config(missing) });
+        stacks.push(absent);
+        const refused = await failureOf(absent.up());
+        expect(refused).toContain(`docker pull ${missing} failed`);
+        expect(refused).toMatch(/manifest unknown/);
+        expect(refused).toContain("spark1");
+        noContainers(cluster);
+
+        // A tag alone: warned about at preview; once pulled, the warning names the digest spark1 has.
+        const tagged = `${repository}:e2e`;
+        const byTag = await openStack(`${name}-tag`, { workDir: workspace.dir, envVars: workspace.envVars, config: config(tagged) });
+        stacks.push(byTag);
+        const lead = `vllm-fleet:image.name ${tagged} is a tag, which can move to another build (nightly images do); spark1`;
+        expect(await previewWarnings(byTag)).toContain(`${lead} has no such image yet: pin it by digest (${repository}@sha256:...)`);
+        expect((await byTag.up()).summary.result).toBe("succeeded");
+        expect(await previewWarnings(byTag)).toContain(`${lead} has it as ${tagged}@${digest}: set vllm-fleet:image.name to that to pin this build`);
+        await byTag.destroy();
     });
 });

@@ -37,6 +37,8 @@ export interface SimCluster {
     readonly workloadImageId: string;
     readonly mgmtSubnet: string;
     readonly fabricSubnet: string;
+    /** The cluster's registry (`sim.sh up --registry`), `10.230.K.250:5000`; null without one. */
+    readonly registry?: string | null;
     readonly nodes: readonly SimNode[];
 }
 
@@ -60,6 +62,8 @@ export interface SimOptions {
     readonly noRdma?: readonly number[];
     /** The fabric interface name of each node, by index. */
     readonly fabricIfaces?: readonly string[];
+    /** A registry (Debian's docker-registry) on the management network, trusted by every node. */
+    readonly registry?: boolean;
 }
 
 /** Brings up `nodes` simulated Sparks as cluster `name` and returns its description. */
@@ -67,10 +71,20 @@ export async function simUp(name: string, nodes: number, options: SimOptions = {
     const extra = [
         ...(options.noRdma?.length ? ["--no-rdma", options.noRdma.join(",")] : []),
         ...(options.fabricIfaces?.length ? ["--fabric-ifaces", options.fabricIfaces.join(",")] : []),
+        ...(options.registry ? ["--registry"] : []),
     ];
     await sim(["up", "-n", String(nodes), "-c", name, ...extra]);
     const file = path.join(REPO_ROOT, `test/sim/.state/${name}/cluster.json`);
     return JSON.parse(fs.readFileSync(file, "utf8")) as SimCluster;
+}
+
+/**
+ * Pushes `image` (this machine's, else node 0's) into the cluster's registry as `repository` (`repo:tag`)
+ * through node 0, which keeps no reference to it; returns the name pinned by the digest the registry
+ * reports (`<registry>/<repo>@sha256:...`).
+ */
+export async function simPush(name: string, image: string, repository: string): Promise<string> {
+    return (await sim(["push", "-c", name, image, repository], 5 * 60_000)).trim();
 }
 
 /** Removes the cluster and everything it made (containers, networks, volumes). */

@@ -110,8 +110,8 @@ sim_registry_of() { # cluster
     "$(sim_registry_container "$1")" 2>/dev/null || true
 }
 
-# Push IMAGE (of this machine's engine) into the cluster's registry as REPO[:TAG] (default tag
-# latest) through node 0's dockerd (loaded there first unless it has that image), then untag it
+# Push IMAGE (of this machine's engine, else node 0's) into the cluster's registry as REPO[:TAG]
+# (default tag latest) through node 0's dockerd (loaded there first unless it has that image), then untag it
 # there, so that no node holds the registry's name for it until something pulls it. Prints the
 # name pinned by the digest the registry reports for the tag (`<registry>/<repo>@sha256:...`).
 sim_registry_push() { # cluster image repo[:tag]
@@ -124,9 +124,13 @@ sim_registry_push() { # cluster image repo[:tag]
   tag="latest"
   [[ "$ref" != *:* ]] || tag="${ref#*:}"
   node="$(node_name "$cluster" 0)"
-  want="$(docker image inspect -f '{{.Id}}' "$image" 2>/dev/null)" || sim_die "push: no image $image on this machine's engine"
+  want="$(docker image inspect -f '{{.Id}}' "$image" 2>/dev/null || true)"
   have="$(docker exec "$node" docker image inspect -f '{{.Id}}' "$image" 2>/dev/null || true)"
-  if [[ "$have" != "$want" ]]; then
+  if [[ -z "$want" ]]; then
+    # Not (or no longer: a rebuild elsewhere prunes old tags) on this machine: node 0's, if it has one.
+    [[ -n "$have" ]] || sim_die "push: no image $image on this machine's engine nor on $node"
+    sim_log "push: $image is not on this machine's engine; pushing $node's"
+  elif [[ "$have" != "$want" ]]; then
     sim_log "push: loading $image into $node"
     docker save "$image" | docker exec -i "$node" docker load -q >/dev/null
   fi
