@@ -28,7 +28,12 @@ export interface NodeAccess {
 
 /** How the image arrives on a node before anything runs there (image.source). */
 export type ImageDelivery =
-    | { readonly image: string; readonly pull: true }
+    | {
+          readonly image: string;
+          readonly pull: true;
+          /** The config key that names the image (`vllm-fleet:image.name`), for a failed pull's message. */
+          readonly key: string;
+      }
     | {
           readonly image: string;
           /** Streamed from this node over the fabric (node to node). */
@@ -93,7 +98,11 @@ export class SparkNode extends pulumi.ComponentResource implements NodeAccess {
     /** Pulls the image (by its digest when pinned), or streams it from another node, before anything looks at it. */
     private deliverImage(step: string, runner: CommandRunner, delivery: ImageDelivery) {
         if ("pull" in delivery) {
-            const pull = scriptProgram(["image-identity", "image-pull"], { IMAGE: delivery.image, DIGEST: parseImageName(delivery.image).digest ?? "" });
+            const pull = scriptProgram(["image-identity", "image-pull"], {
+                IMAGE: delivery.image,
+                DIGEST: parseImageName(delivery.image).digest ?? "",
+                IMAGE_KEY: delivery.key,
+            });
             return hostCommand(runner, step, { connection: this.connection, create: pull }, { parent: this });
         }
         // Node to node over the fabric: a short-lived receiver here (image-receive.sh) while the

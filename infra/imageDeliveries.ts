@@ -28,7 +28,7 @@ export function imageDeliveries(
         }
         const step = `${node}-${serviceResourceName(service.name, "image")}`;
         if (image.source === "pull") {
-            steps.set(image.name, { step, delivery: { image: image.name, pull: true } });
+            steps.set(image.name, { step, delivery: { image: image.name, pull: true, key: `vllm-fleet:${service.service.keyPrefix}image.name` } });
         } else if (index > 0) {
             const copy = service.copies[index - 1];
             const source = built.find((spark) => spark.nodeName === copy.source)!;
@@ -42,7 +42,7 @@ export function imageDeliveries(
         const servedHere = services.some((service) => service.config.image.name === image.name && service.nodes.some((planned) => planned.name === node));
         const step = `${node}-gateway-image`;
         if (image.source === "pull") {
-            steps.set(image.name, { step, delivery: { image: image.name, pull: true } });
+            steps.set(image.name, { step, delivery: { image: image.name, pull: true, key: "vllm-fleet:gateway.image.name" } });
         } else if (!servedHere) {
             const service = services.find((candidate) => candidate.config.image.name === image.name)!;
             const head = service.nodes[0];

@@ -3,11 +3,46 @@
 # (image-identity.sh). A name pinned by digest (`repo@sha256:...`, `repo:tag@sha256:...`) is pulled
 # by that digest, and what arrived is checked: the node must know the image by that registry
 # digest (RepoDigests), else the tag is not trusted and the step fails naming what it got.
-# Inputs: IMAGE, DIGEST (the pin's `sha256:...`, or empty for a tag); runs after image-identity.sh.
+# A failed pull says why in the daemon's words and what to do (pull_failure_remedy).
+# Inputs: IMAGE, DIGEST (the pin's `sha256:...`, or empty for a tag), IMAGE_KEY (the config key that
+# names the image, e.g. vllm-fleet:image.name); runs after image-identity.sh.
 set -euo pipefail
 
+# The registry an image name is pulled from, as Docker reads the name: its first component when that
+# has a '.' or a ':' or is localhost, else Docker Hub.
+image_registry() {
+  local first="${1%%/*}"
+  if [[ "$1" == */* && ( "$first" == *.* || "$first" == *:* || "$first" == localhost ) ]]; then
+    printf '%s' "$first"
+  else
+    printf 'docker.io'
+  fi
+}
+
+# What to do about a failed pull, from the daemon's error (as Docker 20.10 to 28 word it, e.g. against
+# the distribution registry: `manifest for <name> not found: manifest unknown: manifest unknown`).
+pull_failure_remedy() { # error
+  local registry what
+  registry="$(image_registry "$IMAGE")"
+  what="tag"
+  [ -z "$DIGEST" ] || what="digest"
+  case "$1" in
+    *"server gave HTTP response to HTTPS client"*)
+      echo "$registry serves plain HTTP, and this node's Docker talks HTTPS to any registry it does not trust as insecure; the fix is on the node: add \"insecure-registries\": [\"$registry\"] to /etc/docker/daemon.json and restart Docker (or serve the registry over TLS)" ;;
+    *"manifest unknown"* | *"name unknown"* | *"not found"*)
+      echo "$registry has no such image (no manifest for that $what); expected $IMAGE there: push it, or correct $IMAGE_KEY (pinned, name@sha256:<the digest the registry reports after the push>)" ;;
+    *"docker login"* | *unauthorized* | *denied*)
+      echo "$registry refused this node's Docker (credentials); the fix is on the node: docker login $registry as the SSH user, or correct $IMAGE_KEY" ;;
+    *"connection refused"* | *"no such host"* | *"i/o timeout"* | *"deadline exceeded"* | *"no route to host"* | *"network is unreachable"* | *"TLS handshake timeout"*)
+      echo "this node cannot reach $registry; the fix is on the node or the registry: check that the registry runs and that the node reaches it (name, route, firewall, proxy), or correct $IMAGE_KEY" ;;
+    *)
+      echo "expected this node to pull it from $registry: check $IMAGE_KEY and the node's access to the registry" ;;
+  esac
+}
+
 if ! out="$(docker pull --quiet "$IMAGE" 2>&1)"; then
-  echo "docker pull $IMAGE failed: $(printf '%s' "$out" | tr -s '\n' ' ')" >&2
+  out="$(printf '%s' "$out" | tr -s '\n' ' ' | sed 's/ *$//')"
+  echo "docker pull $IMAGE failed: $out; $(pull_failure_remedy "$out")" >&2
   exit 1
 fi
 if [ -n "$DIGEST" ]; then

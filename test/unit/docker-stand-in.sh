@@ -15,7 +15,8 @@
 # $STANDIN_DIR/afterrun/<name>: the status lines a `docker run --name <name>` gives the new
 # container (default running), <name>.log its log. $STANDIN_DIR/engine-down present: the daemon does not answer. $STANDIN_DIR/images/<name>: an
 # image's id (default: every image is there, with $STANDIN_IMAGE_ID); images/<name>.digests its
-# RepoDigests, one a line (default: none). Every call is appended to
+# RepoDigests, one a line (default: none). $STANDIN_DIR/pull-error present: every `docker pull` fails
+# with that daemon error (exit 1). Every call is appended to
 # $STANDIN_DIR/calls (the arguments NUL-separated, a newline after the last).
 #
 # Inside a running container (`docker exec` without a recorded answer, the command of a
@@ -367,6 +368,10 @@ case "$command" in
     ;;
   pull)
     [ "${1:-}" != --quiet ] || shift
+    if [ -f "$D/pull-error" ]; then
+      daemon "$(cat "$D/pull-error")"
+      exit 1
+    fi
     echo "docker.io/library/$1"
     ;;
   version) echo 28.5.2 ;;

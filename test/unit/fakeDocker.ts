@@ -68,6 +68,8 @@ export interface StandInDocker {
     readonly images?: Readonly<Record<string, string>>;
     /** The registry digests (RepoDigests: `name@sha256:...`) of images by name; none by default. */
     readonly repoDigests?: Readonly<Record<string, readonly string[]>>;
+    /** What the daemon answers every `docker pull` with when the pull fails (its error, as a real registry made it); unset: pulls succeed. */
+    readonly pullError?: string;
     /** Variables for the command line (and what runs inside containers). */
     readonly env?: Readonly<Record<string, string>>;
 }
@@ -143,6 +145,9 @@ export function runWithFakeDocker(commandLine: string, docker: StandInDocker = {
         }
         if (docker.engineDown) {
             fs.writeFileSync(path.join(dir, "engine-down"), "");
+        }
+        if (docker.pullError !== undefined) {
+            fs.writeFileSync(path.join(dir, "pull-error"), docker.pullError);
         }
         for (const [name, id] of Object.entries(docker.images ?? {})) {
             fs.writeFileSync(path.join(dir, "images", name.replace(/\//g, "%")), id);

@@ -185,6 +185,10 @@ describe("the gateway's image on its node (mocks)", async () => {
     it("is pulled there with source pull, and nothing is delivered with present", async () => {
         const pulled = await runProgram(fleet([BIG, CODER], { ...GATEWAY, image: { name: "vllm/vllm-router:0.1.17", source: "pull" } }), probe);
         expect(pulled.resources.filter((resource) => resource.name.endsWith("gateway-image")).map((resource) => resource.name)).toEqual(["spark3-gateway-image"]);
+        // A failed pull names the key of the image it pulled: the gateway's, or the service's.
+        expect(pulled.byName("spark3-gateway-image").inputs.create).toContain("IMAGE_KEY='vllm-fleet:gateway.image.name'");
+        const services = await runProgram(fleet([BIG, { ...CODER, image: { ...image, source: "pull" } }]), probe);
+        expect(services.byName("spark3-coder-image").inputs.create).toContain("IMAGE_KEY='vllm-fleet:services[1].image.name'");
         const present = await runProgram(fleet([BIG, CODER]), probe);
         expect(present.resources.some((resource) => resource.name.endsWith("gateway-image"))).toBe(false);
     });

@@ -547,6 +547,57 @@ describe("image delivery", () => {
         expect(wrong.stderr).toContain(`docker pull ${name} gave an image this node does not know by ${digest} (its registry digests: registry.local:5000/vllm@${other}); expected the pinned build`);
         expect(wrong.stdout).not.toContain("image-pulled");
     });
+
+    // The daemon's words as a real registry (Debian's docker-registry, distribution 2.8) and Docker
+    // 20.10 made them on the proving ground; each failure says why and what to do, with the key.
+    const registry = "10.230.3.250:5000";
+    const pinned = `${registry}/vllm-fleet/workload@sha256:${"d".repeat(64)}`;
+    it.each([
+        {
+            cause: "a digest the registry does not have",
+            name: pinned,
+            error: `manifest for ${pinned} not found: manifest unknown: manifest unknown`,
+            remedy: `${registry} has no such image (no manifest for that digest); expected ${pinned} there: push it, or correct vllm-fleet:image.name (pinned, name@sha256:<the digest the registry reports after the push>)`,
+        },
+        {
+            cause: "a tag the registry does not have",
+            name: `${registry}/vllm-fleet/workload:nosuchtag`,
+            error: `manifest for ${registry}/vllm-fleet/workload:nosuchtag not found: manifest unknown: manifest unknown`,
+            remedy: `${registry} has no such image (no manifest for that tag)`,
+        },
+        {
+            cause: "a plain-HTTP registry the node's Docker does not trust",
+            name: "registry.lan:5000/vllm-fleet/workload:e2e",
+            error: 'Get "https://registry.lan:5000/v2/": http: server gave HTTP response to HTTPS client',
+            remedy: 'registry.lan:5000 serves plain HTTP, and this node\'s Docker talks HTTPS to any registry it does not trust as insecure; the fix is on the node: add "insecure-registries": ["registry.lan:5000"] to /etc/docker/daemon.json and restart Docker',
+        },
+        {
+            cause: "a registry that does not answer",
+            name: `${registry.replace(":5000", ":5001")}/vllm-fleet/workload:e2e`,
+            error: `Get "https://10.230.3.250:5001/v2/": dial tcp 10.230.3.250:5001: connect: connection refused`,
+            remedy: "this node cannot reach 10.230.3.250:5001; the fix is on the node or the registry",
+        },
+        {
+            cause: "a registry name the node cannot resolve",
+            name: "nohost.invalid:5000/x/y:1",
+            error: 'Get "https://nohost.invalid:5000/v2/": dial tcp: lookup nohost.invalid on 127.0.0.11:53: read udp 127.0.0.1:34186->127.0.0.11:53: i/o timeout',
+            remedy: "this node cannot reach nohost.invalid:5000",
+        },
+        {
+            cause: "Docker Hub refusing a repository",
+            name: "vllm/private:1",
+            error: "pull access denied for vllm/private, repository does not exist or may require 'docker login': denied: requested access to the resource is denied",
+            remedy: "docker.io refused this node's Docker (credentials); the fix is on the node: docker login docker.io as the SSH user, or correct vllm-fleet:image.name",
+        },
+    ])("a failed pull ($cause) says why in the daemon's words and what to do", async ({ name, error, remedy }) => {
+        const run = await runProgram({ ...duo, image: { name, source: "pull" } }, probe);
+        const program = run.byName("spark1-image").inputs.create;
+        expect(program).toContain("IMAGE_KEY='vllm-fleet:image.name'");
+        const outcome = runWithFakeDocker(bashCommand(program), { pullError: error });
+        expect(outcome.status).not.toBe(0);
+        expect(outcome.stderr).toContain(`docker pull ${name} failed: Error response from daemon: ${error}; ${remedy}`);
+        expect(outcome.stdout).not.toContain("image-pulled");
+    });
 });
 
 describe("weight sync", () => {
