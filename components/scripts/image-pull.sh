@@ -21,6 +21,7 @@ image_registry() {
 
 # What to do about a failed pull, from the daemon's error (as Docker 20.10 to 28 word it, e.g. against
 # the distribution registry: `manifest for <name> not found: manifest unknown: manifest unknown`).
+# Kept short: a step's reason is clipped to 500 characters, its start and its end (run-step.sh).
 pull_failure_remedy() { # error
   local registry what
   registry="$(image_registry "$IMAGE")"
@@ -28,13 +29,13 @@ pull_failure_remedy() { # error
   [ -z "$DIGEST" ] || what="digest"
   case "$1" in
     *"server gave HTTP response to HTTPS client"*)
-      echo "$registry serves plain HTTP, and this node's Docker talks HTTPS to any registry it does not trust as insecure; the fix is on the node: add \"insecure-registries\": [\"$registry\"] to /etc/docker/daemon.json and restart Docker (or serve the registry over TLS)" ;;
+      echo "$registry serves plain HTTP, which this node's Docker does not trust; the fix is on the node: add \"insecure-registries\": [\"$registry\"] to /etc/docker/daemon.json and restart Docker (or serve it over TLS)" ;;
     *"manifest unknown"* | *"name unknown"* | *"not found"*)
-      echo "$registry has no such image (no manifest for that $what); expected $IMAGE there: push it, or correct $IMAGE_KEY (pinned, name@sha256:<the digest the registry reports after the push>)" ;;
+      echo "$registry has no manifest for that $what: push the image there, or correct $IMAGE_KEY (pinned: name@sha256:<the digest the registry reports after the push>)" ;;
     *"docker login"* | *unauthorized* | *denied*)
-      echo "$registry refused this node's Docker (credentials); the fix is on the node: docker login $registry as the SSH user, or correct $IMAGE_KEY" ;;
+      echo "$registry refused this node's credentials; the fix is on the node: docker login $registry as the SSH user, or correct $IMAGE_KEY" ;;
     *"connection refused"* | *"no such host"* | *"i/o timeout"* | *"deadline exceeded"* | *"no route to host"* | *"network is unreachable"* | *"TLS handshake timeout"*)
-      echo "this node cannot reach $registry; the fix is on the node or the registry: check that the registry runs and that the node reaches it (name, route, firewall, proxy), or correct $IMAGE_KEY" ;;
+      echo "this node cannot reach $registry; the fix is on the node or the registry: check that it runs and the node reaches it (name, route, firewall, proxy), or correct $IMAGE_KEY" ;;
     *)
       echo "expected this node to pull it from $registry: check $IMAGE_KEY and the node's access to the registry" ;;
   esac
@@ -42,7 +43,7 @@ pull_failure_remedy() { # error
 
 if ! out="$(docker pull --quiet "$IMAGE" 2>&1)"; then
   out="$(printf '%s' "$out" | tr -s '\n' ' ' | sed 's/ *$//')"
-  echo "docker pull $IMAGE failed: $out; $(pull_failure_remedy "$out")" >&2
+  echo "docker pull $IMAGE failed: ${out#Error response from daemon: }; $(pull_failure_remedy "$out")" >&2
   exit 1
 fi
 if [ -n "$DIGEST" ]; then

@@ -399,10 +399,32 @@ describe("preflight, and the image copy node to node over the fabric, on 3 simul
         const absent = await openStack(`${name}-absent`, { workDir: workspace.dir, envVars: workspace.envVars, config: config(missing) });
         stacks.push(absent);
         const refused = await failureOf(absent.up());
-        expect(refused).toContain(`docker pull ${missing} failed`);
-        expect(refused).toMatch(/manifest unknown/);
-        expect(refused).toContain("spark1");
+        for (const node of cluster.nodes) {
+            expect(refused).toContain(`spark${node.index + 1}-image (create) on node spark${node.index + 1} (spark@${node.sshHost}:${node.sshPort}): docker pull ${missing} failed:`);
+        }
+        expect(refused).toContain(`manifest unknown; ${cluster.registry} has no manifest for that digest: push the image there, or correct vllm-fleet:image.name`);
         noContainers(cluster);
+
+        // The same registry under a name the nodes' Docker does not trust for plain HTTP (as a Spark
+        // whose daemon.json lacks it): Docker tries HTTPS, and the refusal says where the fix is.
+        const [registryIp, port] = cluster.registry!.split(":");
+        const alias = `registry.sim:${port}`;
+        for (const node of cluster.nodes) {
+            onNode(node, `echo '${registryIp} registry.sim' >> /etc/hosts`);
+        }
+        try {
+            const untrusted = await openStack(`${name}-untrusted`, { workDir: workspace.dir, envVars: workspace.envVars, config: config(pinned.replace(cluster.registry!, alias)) });
+            stacks.push(untrusted);
+            const https = await failureOf(untrusted.up());
+            expect(https).toContain(`http: server gave HTTP response to HTTPS client; ${alias} serves plain HTTP, which this node's Docker does not trust`);
+            expect(https).toContain(`the fix is on the node: add "insecure-registries": ["${alias}"] to /etc/docker/daemon.json`);
+            noContainers(cluster);
+        } finally {
+            for (const node of cluster.nodes) {
+                // /etc/hosts is Docker's bind mount: rewritten in place, not replaced.
+                onNode(node, "grep -v ' registry.sim$' /etc/hosts > /tmp/hosts && cat /tmp/hosts > /etc/hosts && rm /tmp/hosts");
+            }
+        }
 
         // A tag alone: warned about at preview; once pulled, the warning names the digest spark1 has.
         const tagged = `${repository}:e2e`;
