@@ -225,8 +225,9 @@ fi
 
 # Node 1 differs from node 0 as a real pair can: its fabric port is the Spark's second one and
 # its RDMA device nodes are missing.
-UP_ARGS=(-n 2 -c "$CLUSTER" --fabric-ifaces enp1s0f1np1,enP2p1s0f1np1 --no-rdma 1)
-note "bring up 2 simulated Sparks ($CLUSTER: node 1 on enP2p1s0f1np1, without RDMA devices)"
+# With the cluster's registry (Debian's docker-registry) on the management network.
+UP_ARGS=(-n 2 -c "$CLUSTER" --fabric-ifaces enp1s0f1np1,enP2p1s0f1np1 --no-rdma 1 --registry)
+note "bring up 2 simulated Sparks ($CLUSTER: node 1 on enP2p1s0f1np1, without RDMA devices) and a registry"
 t0=$SECONDS
 if out="$("$SIM" up "${UP_ARGS[@]}" 2>&1)" && [[ -f "$STATE/cluster.json" ]] &&
   [[ "$(json_get "$STATE/cluster.json" "len(d['nodes'])")" == 2 ]]; then
@@ -257,6 +258,25 @@ if out="$("$SIM" up "${UP_ARGS[@]}" 2>&1)" && grep -q "reusing its 2 running nod
   pass "sim up again reuses the running cluster ($((SECONDS - t0)) s)"
 else
   fail "sim up again reuses the running cluster" "$out"
+fi
+
+note "the cluster's registry"
+REGISTRY="$(json_get "$STATE/cluster.json" "d['registry']")"
+if out="$(on 1 curl -sf "http://$REGISTRY/v2/_catalog" 2>&1)" && [[ "$out" == '{"repositories":[]}' ]] &&
+  on 1 docker info --format '{{range .RegistryConfig.IndexConfigs}}{{.Name}} {{.Secure}}{{println}}{{end}}' | grep -qx "$REGISTRY false"; then
+  pass "registry $REGISTRY serves /v2/_catalog to the nodes, whose dockerd trusts it for plain HTTP"
+else
+  fail "registry $REGISTRY serves /v2/_catalog to the nodes, whose dockerd trusts it for plain HTTP" "$out"
+fi
+# Pushed through node 0, pulled by the digest the registry reports on node 1.
+if pinned="$("$SIM" push -c "$CLUSTER" "$WORKLOAD" selftest/workload:1 2>&1 | tail -n 1)" &&
+  [[ "$pinned" =~ ^$REGISTRY/selftest/workload@sha256:[0-9a-f]{64}$ ]] &&
+  out="$(on 1 docker pull -q "$pinned" 2>&1)" &&
+  on 1 docker image inspect --format '{{join .RepoDigests " "}}' "$pinned" | grep -qw "$pinned" &&
+  [[ "$(on 1 curl -sf "http://$REGISTRY/v2/_catalog")" == '{"repositories":["selftest/workload"]}' ]]; then
+  pass "sim push puts the workload image into the registry; node 1 pulls it by digest ($pinned)"
+else
+  fail "sim push puts the workload image into the registry; node 1 pulls it by digest" "$pinned $out"
 fi
 
 note "SSH, Docker and hardware stand-ins on the nodes"
