@@ -777,3 +777,22 @@ describe("read-views.sh: one session reads a node for every service on it", () =
         expect([...splitViews(result.stdout).keys()]).toEqual([0, 1]);
     });
 });
+
+describe("gateway-answer.sh: the end of a gateway step", () => {
+    const gateway = { containers: { "vllm-fleet-gateway": { log: "router: no worker for big" } } };
+    const end = (status: number, answer: string) =>
+        runWithFakeDocker(bashCommand(`${scriptProgram("gateway-answer", { CONTAINER: "vllm-fleet-gateway" })}\ngateway_answer ${status} ${shQuote(answer)}`), gateway);
+
+    it("prints the check's answer when it passed", () => {
+        const outcome = end(0, "route big {}");
+        expect(outcome.status).toBe(0);
+        expect(outcome.stdout.trim()).toBe("route big {}");
+        expect(outcome.calls).toEqual([]);
+    });
+
+    it("fails with the answer and the tail of the gateway's log when it failed", () => {
+        const outcome = end(4, "not served: big");
+        expect(outcome.status).toBe(1);
+        expect(outcome.stderr).toContain("not served: big\nthe gateway's log (docker logs vllm-fleet-gateway):\nrouter: no worker for big");
+    });
+});
