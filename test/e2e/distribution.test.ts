@@ -433,7 +433,14 @@ describe("preflight, and the image copy node to node over the fabric, on 3 simul
         const lead = `vllm-fleet:image.name ${tagged} is a tag, which can move to another build (nightly images do); spark1`;
         expect(await previewWarnings(byTag)).toContain(`${lead} has no such image yet: pin it by digest (${repository}@sha256:...)`);
         expect((await byTag.up()).summary.result).toBe("succeeded");
-        expect(await previewWarnings(byTag)).toContain(`${lead} has it as ${tagged}@${digest}: set vllm-fleet:image.name to that to pin this build`);
+        const suggested = `${tagged}@${digest}`;
+        expect(await previewWarnings(byTag)).toContain(`${lead} has it as ${suggested}: set vllm-fleet:image.name to that to pin this build`);
+        // Pinned as the warning says (tag and digest): no warning, and it serves.
+        await byTag.setConfig("vllm-fleet:image", { value: JSON.stringify({ name: suggested, source: "pull" }) });
+        expect(await previewWarnings(byTag)).not.toContain("is a tag");
+        const repinned = await byTag.up();
+        expect(repinned.summary.result).toBe("succeeded");
+        expect((await complete(repinned.outputs.endpoint.value, "tiny-moe", repinned.outputs.apiKey.value)).choices[0].text).toMatch(/^ranks: /);
         await byTag.destroy();
     });
 });
