@@ -4,8 +4,11 @@
  * fixes the first two: the image copied node to node over the fabric, to every node that lacks it at
  * once (a broken copy leaves no image and the next up retries it), and the weights over the fabric
  * (the big files in plain streams, continuing a part a broken run left; rsync for the rest); and
- * image.source pull from the proving ground's registry, by digest and by tag. Real SSH, Docker, rsync
- * and registry (Debian's docker-registry); the GPU, the fabric link and vLLM are stand-ins.
+ * image.source pull from the proving ground's registry, by digest and by tag. The third node keeps
+ * its images in Docker's containerd image store, the others in the classic one: one image has other
+ * Docker ids there, the same content identity, and the copy goes both ways; the pull by digest works
+ * on both. Real SSH, Docker, rsync and registry (Debian's docker-registry); the GPU, the fabric link
+ * and vLLM are stand-ins.
  */
 import { execFile, execFileSync, execSync } from "child_process";
 import { createHash } from "crypto";
@@ -127,14 +130,21 @@ function txBytes(node: SimNode, iface: string): number {
     return Number(onNode(node, `cat /sys/class/net/${iface}/statistics/tx_bytes`).trim());
 }
 
-describe("preflight, and the image copy node to node over the fabric, on 3 simulated Sparks", () => {
+/** Docker's image store on a node, as `docker info` reports it. */
+function storeOf(node: SimNode): string {
+    return onNode(node, "docker info --format '{{.Driver}} {{range .DriverStatus}}{{index . 0}}={{index . 1}} {{end}}'").trim();
+}
+
+describe("preflight, and the image copy node to node over the fabric, on 3 simulated Sparks (the third on the containerd image store)", () => {
     const name = "e2e-dist13";
     let cluster: SimCluster;
     let workspace: { dir: string; envVars: Record<string, string> };
     const stacks: Stack[] = [];
 
     beforeAll(async () => {
-        cluster = await simUp(name, 3, { registry: true });
+        cluster = await simUp(name, 3, { stores: ["classic", "classic", "containerd"], registry: true });
+        expect(storeOf(cluster.nodes[0])).toMatch(/^overlay2 /);
+        expect(storeOf(cluster.nodes[2])).toMatch(/^overlayfs .*driver-type=io\.containerd\.snapshotter\.v1/);
         putTinyModel(cluster, MODEL_DIR);
         workspace = tempWorkspace(`vllm-fleet-${name}-`);
     });
@@ -194,7 +204,8 @@ describe("preflight, and the image copy node to node over the fabric, on 3 simul
         expect(bothAtOnce).toBe(true);
         expect(saves).toBe(1);
         expect(broken).toMatch(/spark3|stream/);
-        // No wrong image, no half-loaded one: the tag is absent on the node whose copy broke ...
+        // No wrong image, no half-loaded one: the tag is absent on the node whose copy broke (the
+        // containerd store's) ...
         expect(() => imageId(cluster, 2)).toThrow();
         // ... while the other copy, running beside it, completed.
         expect(imageId(cluster, 1)).toBe(original);
@@ -206,10 +217,13 @@ describe("preflight, and the image copy node to node over the fabric, on 3 simul
         expect(sent.fabric).toBeGreaterThan(imageBytes);
         expect(sent.mgmt).toBeLessThan(imageBytes / 50);
 
-        // The next up copies again where it broke, and only there.
+        // The next up copies again where it broke, and only there: a classic store's save loaded into
+        // the containerd store, the same content under another Docker id.
         const up = await stack.up();
         expect(up.summary.result).toBe("succeeded");
-        expect(cluster.nodes.map((_, index) => imageId(cluster, index))).toEqual([original, original, original]);
+        expect([imageId(cluster, 0), imageId(cluster, 1)]).toEqual([original, original]);
+        expect(imageId(cluster, 2)).not.toBe(original);
+        expect(cluster.nodes.map((_, index) => imageIdentity(cluster, index))).toEqual(Array(3).fill(cluster.workloadImageIdentity));
         // The last sender out removed the save.
         expect(onNode(source, "find /var/tmp -path '*vllm-fleet-images-*' -name '*.tar'").trim()).toBe("");
         const state = JSON.stringify(await stack.exportStack());
@@ -236,6 +250,35 @@ describe("preflight, and the image copy node to node over the fabric, on 3 simul
         expect(same.summary.result).toBe("succeeded");
         expect(imageId(cluster, 1)).not.toBe(original);
         await stack.destroy();
+    });
+
+    it("serves one image on both stores (preview names each node's store), and copies it from a containerd first node to a classic one", async () => {
+        // After the copies above every node has the first node's image, the third in the containerd store.
+        expect(cluster.nodes.map((_, index) => imageIdentity(cluster, index))).toEqual(Array(3).fill(cluster.workloadImageIdentity));
+        const stack = await openStack(`${name}-stores`, { workDir: workspace.dir, envVars: workspace.envVars, config: simStackConfig(cluster, MODEL_DIR) });
+        stacks.push(stack);
+        const preview = await stack.preview();
+        expect(preview.stdout).toMatch(
+            /the nodes keep images in different Docker image stores: spark1 classic \(overlay2\), spark2 classic \(overlay2\), spark3 containerd \(overlayfs\); served all the same/,
+        );
+        // Preflight passes: the same content on both stores (Docker's ids differ).
+        const up = await stack.up();
+        expect(up.summary.result).toBe("succeeded");
+        await stack.destroy();
+
+        // The other way: the containerd node first (its `docker save` exports this platform only),
+        // a classic node that lacks the image second.
+        const [classic, , containerd] = cluster.nodes;
+        onNode(classic, `docker image rm ${cluster.workloadImage} >/dev/null`);
+        const reversed = simStackConfig({ ...cluster, nodes: [containerd, classic] }, MODEL_DIR, { image: { name: cluster.workloadImage, source: "copy" } });
+        const copy = await openStack(`${name}-fromcontainerd`, { workDir: workspace.dir, envVars: workspace.envVars, config: reversed });
+        stacks.push(copy);
+        const copied = await copy.up();
+        expect(copied.summary.result).toBe("succeeded");
+        expect(JSON.stringify(await copy.exportStack())).toMatch(/image-copied [^"\\]+ bytes=\d+ millis=\d+/);
+        expect(imageIdentity(cluster, 0)).toBe(cluster.workloadImageIdentity);
+        expect(imageId(cluster, 0)).not.toBe(imageId(cluster, 2));
+        await copy.destroy();
     });
 
     it("refuses a node missing weight files, naming the first, then fixes both over the fabric, at once, in parallel streams; a later change continues a part and deletes what went", async () => {
@@ -384,6 +427,11 @@ describe("preflight, and the image copy node to node over the fabric, on 3 simul
             expect(onNode(node, `docker image inspect --format '{{join .RepoDigests " "}}' ${pinned}`).trim().split(" ")).toContain(pinned);
             expect(stdoutOf(exported, `spark${node.index + 1}-image`).trim()).toBe(`image-pulled ${pinned} ${identity}`);
         }
+        // The containerd store (spark3) pulled it by digest too: its Docker id is the manifest's digest
+        // there, the config's on the classic store; one content identity on both.
+        const dockerId = (index: number) => onNode(cluster.nodes[index], `docker image inspect --format '{{.Id}}' ${pinned}`).trim();
+        expect(dockerId(2)).toBe(digest);
+        expect(dockerId(0)).not.toBe(digest);
         const text = (await complete(up.outputs.endpoint.value, "tiny-moe", up.outputs.apiKey.value)).choices[0].text;
         expect(text).toMatch(/^ranks: /);
 

@@ -16,6 +16,8 @@ readonly SIM_REGISTRY_PORT=5000
 # Last octet of the registry on the management network: the gateway is .1, the nodes .10 to .17,
 # the hub stand-in (test/e2e/hubStandIn.ts) .5; Docker hands out addresses from .2 up.
 readonly SIM_REGISTRY_HOST_OCTET=250
+# The suite of the nodes' own (trixie): its docker-registry is distribution 2.8.3.
+readonly SIM_REGISTRY_SUITE="$SIM_NODE_SUITE"
 readonly -a SIM_REGISTRY_PACKAGES=(docker-registry)
 
 sim_registry_tag() {
@@ -27,7 +29,7 @@ sim_registry_address() { printf '10.230.%s.%s:%s' "$1" "$SIM_REGISTRY_HOST_OCTET
 
 sim_build_registry() { # tag
   local rootfs
-  sim_prepare_rootfs "${SIM_REGISTRY_PACKAGES[@]}"
+  sim_prepare_rootfs "$SIM_REGISTRY_SUITE" "${SIM_REGISTRY_PACKAGES[@]}"
   rootfs="$SIM_WORK/rootfs"
   install -m 644 "$SIM_DIR/registry/config.yml" "$rootfs/etc/docker/registry/config.yml"
   # The package's user (made by its postinst) owns the storage directory; the registry runs as it.
