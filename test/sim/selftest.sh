@@ -271,17 +271,20 @@ fi
 
 note "the cluster's registry"
 REGISTRY="$(json_get "$STATE/cluster.json" "d['registry']")"
+# (Outputs are captured before grep reads them: `grep -q` leaving early would fail the pipeline.)
 if out="$(on 1 curl -sf "http://$REGISTRY/v2/_catalog" 2>&1)" && [[ "$out" == '{"repositories":[]}' ]] &&
-  on 1 docker info --format '{{range .RegistryConfig.IndexConfigs}}{{.Name}} {{.Secure}}{{println}}{{end}}' | grep -qx "$REGISTRY false"; then
+  indexes="$(on 1 docker info --format '{{range .RegistryConfig.IndexConfigs}}{{.Name}} {{.Secure}}{{println}}{{end}}')" &&
+  grep -qx "$REGISTRY false" <<<"$indexes"; then
   pass "registry $REGISTRY serves /v2/_catalog to the nodes, whose dockerd trusts it for plain HTTP"
 else
-  fail "registry $REGISTRY serves /v2/_catalog to the nodes, whose dockerd trusts it for plain HTTP" "$out"
+  fail "registry $REGISTRY serves /v2/_catalog to the nodes, whose dockerd trusts it for plain HTTP" "$out ${indexes:-}"
 fi
-# Pushed through node 0, pulled by the digest the registry reports on node 1.
+# Pushed through node 0 (classic store), pulled by the digest the registry reports on node 1 (the
+# containerd store).
 if pinned="$("$SIM" push -c "$CLUSTER" "$WORKLOAD" selftest/workload:1 2>&1 | tail -n 1)" &&
   [[ "$pinned" =~ ^$REGISTRY/selftest/workload@sha256:[0-9a-f]{64}$ ]] &&
   out="$(on 1 docker pull -q "$pinned" 2>&1)" &&
-  on 1 docker image inspect --format '{{join .RepoDigests " "}}' "$pinned" | grep -qw "$pinned" &&
+  digests="$(on 1 docker image inspect --format '{{join .RepoDigests " "}}' "$pinned")" && grep -qw "$pinned" <<<"$digests" &&
   [[ "$(on 1 curl -sf "http://$REGISTRY/v2/_catalog")" == '{"repositories":["selftest/workload"]}' ]]; then
   pass "sim push puts the workload image into the registry; node 1 pulls it by digest ($pinned)"
 else
