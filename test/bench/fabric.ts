@@ -120,7 +120,7 @@ export async function measureFabric(cluster: SimCluster): Promise<FabricThroughp
     const start = Date.now();
     const [received, sent] = await Promise.all([
         overSsh(cluster, 1, scriptProgram(["image-identity", "image-receive"], { ...common, BIND_IP: target.fabricIp, SENDER_IP: source.fabricIp })),
-        overSsh(cluster, 0, scriptProgram(["image-identity", "image-send"], { ...common, TARGET_IP: target.fabricIp })),
+        overSsh(cluster, 0, scriptProgram(["image-identity", "image-send"], { ...common, TARGET_IP: target.fabricIp, IMAGE_LAYERS: readScript("image-layers.py") })),
     ]);
     const imageSeconds = (Date.now() - start) / 1000;
     const after = { mgmt: txBytes(source.name, mgmtIface), fabric: txBytes(source.name, source.fabricIface) };
