@@ -56,10 +56,13 @@ saver="$(cat "$base.pid")"
 # the target as a whole image: no end mark is sent).
 offer="$(mktemp)"
 # shellcheck disable=SC2016
-follow='python3 -c "$1" "$3.tar" "$2" "$4" -- "${@:5}" && [ "$(cat "$3.status" 2>/dev/null)" = 0 ] || { echo "docker save failed: $(cat "$3.err" 2>/dev/null)" >&2; exit 1; }'
+follow='python3 -c "$1" "$3.tar" "$2" "$4" -- "${@:5}" 2>"$4.left" || { cat "$4.left" >&2; exit 1; }
+[ "$(cat "$3.status" 2>/dev/null)" = 0 ] || { echo "docker save failed: $(cat "$3.err" 2>/dev/null)" >&2; exit 1; }'
 status=0
 FLEET_SECRET="$SECRET" python3 -c "$FABRIC_STREAM" send "$TARGET_IP" "$PORT" --note-out "$offer" -- bash -c "$follow" _ "$IMAGE_LAYERS" "$saver" "$base" "$offer" "${diff_ids[@]}" || status=$?
-rm -f "$offer"
+# What was left out (`layers-left-out count=K bytes=N of=L`), in the step's output.
+cat "$offer.left" 2>/dev/null || true
+rm -f "$offer" "$offer.left"
 # The last sender out removes the save (stopping it when it still runs: nobody reads it).
 flock -u 9
 flock -x 8

@@ -2,7 +2,8 @@
  * End to end on simulated Sparks: what preflight catches before any container starts (a node whose
  * image differs or is missing, a node missing a weight file, a model that cannot fit), and what
  * fixes the first two: the image copied node to node over the fabric, to every node that lacks it at
- * once (a broken copy leaves no image and the next up retries it), and the weights over the fabric
+ * once (a broken copy leaves no image and the next up retries it; an update moves only the layers a
+ * node lacks), and the weights over the fabric
  * (the big files in plain streams, continuing a part a broken run left; rsync for the rest). Real
  * SSH, Docker and rsync; the GPU, the fabric link and vLLM are stand-ins.
  */
@@ -12,7 +13,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { EngineEvent, Stack } from "@pulumi/pulumi/automation";
 import { readScript, shQuote } from "../../components/shell";
 import { openStack } from "../automation";
-import { SimCluster, SimNode, onNode, putTinyModel, simStackConfig, simUp, tearDown, tempWorkspace } from "./simCluster";
+import { updateTopLayer } from "./imageUpdate";
+import { SimCluster, SimNode, complete, onNode, putTinyModel, simStackConfig, simUp, tearDown, tempWorkspace } from "./simCluster";
 
 const MODEL_DIR = "/home/spark/models/tiny-moe";
 
@@ -123,10 +125,12 @@ describe("preflight, and the image copy node to node over the fabric, on 3 simul
 
     it("refuses differing images, then copies to 2 nodes at once over the fabric; a broken copy leaves no image and the next up retries it", async () => {
         const [source, drifted, empty] = cluster.nodes;
-        // Same tag, another image: what a node that pulled a moving tag at another time has.
+        // Same tag, another image sharing no layer with the first node's (the copy sends it whole):
+        // what a node that pulled a moving tag long ago has. The original goes, untagged too.
         onNode(
             drifted,
-            `docker run --name drift --entrypoint sh ${cluster.workloadImage} -c 'echo drift > /drift' && docker commit drift ${cluster.workloadImage} >/dev/null && docker rm drift >/dev/null`,
+            `old=$(docker image inspect --format '{{.Id}}' ${cluster.workloadImage}) && docker run --name drift --entrypoint sh ${cluster.workloadImage} -c 'echo drift > /drift' && ` +
+                `docker export drift | docker import - ${cluster.workloadImage} >/dev/null && docker rm drift >/dev/null && docker image rm "$old" >/dev/null`,
         );
         onNode(empty, `docker image rm ${cluster.workloadImage} >/dev/null`);
         const original = imageId(cluster, 0);
@@ -213,6 +217,49 @@ describe("preflight, and the image copy node to node over the fabric, on 3 simul
         const same = await stack.up();
         expect(same.summary.result).toBe("succeeded");
         expect(imageId(cluster, 1)).not.toBe(original);
+        await stack.destroy();
+    });
+
+    it("copies an update whose top layer changed as about that layer's bytes, to every node that has the old image, and serves it", async () => {
+        const [source, ...targets] = cluster.nodes;
+        // Every node has the image (a fresh cluster's, or the first test's copies): a new build of it
+        // on the first node, its top layer 8 MiB more.
+        const newLayerBytes = updateTopLayer(source, cluster.workloadImage, 8 * 2 ** 20);
+        const imageBytes = Number(onNode(source, `docker image inspect --format '{{.Size}}' ${cluster.workloadImage}`).trim());
+        expect(imageIdentity(cluster, 1)).not.toBe(imageIdentity(cluster, 0));
+        const stack = await openStack(`${name}-update`, {
+            workDir: workspace.dir,
+            envVars: workspace.envVars,
+            config: simStackConfig(cluster, MODEL_DIR, { image: { name: cluster.workloadImage, source: "copy" } }),
+        });
+        stacks.push(stack);
+        const fabricBefore = txBytes(source, source.fabricIface);
+        const up = await stack.up();
+        expect(up.summary.result).toBe("succeeded");
+        const fabricSent = txBytes(source, source.fabricIface) - fabricBefore;
+        expect(cluster.nodes.map((_, index) => imageIdentity(cluster, index))).toEqual(cluster.nodes.map(() => imageIdentity(cluster, 0)));
+        const exported = await stack.exportStack();
+        for (const target of targets) {
+            const received = stdoutOf(exported, `spark${target.index + 1}-image`);
+            const copied = /image-copied \S+ \S+ bytes=(\d+)/.exec(received);
+            expect(copied, received).not.toBeNull();
+            const bytes = Number(copied![1]);
+            console.log(
+                `image update to spark${target.index + 1}: ${(bytes / 2 ** 20).toFixed(2)} MiB over the fabric for a new layer of ${(newLayerBytes / 2 ** 20).toFixed(2)} MiB ` +
+                    `(${(bytes / newLayerBytes).toFixed(3)}x; the image is ${(imageBytes / 2 ** 20).toFixed(0)} MiB)`,
+            );
+            // The new layer, the config and the archive's small files; not the base layer.
+            expect(bytes).toBeGreaterThanOrEqual(newLayerBytes);
+            expect(bytes).toBeLessThanOrEqual(1.1 * newLayerBytes);
+        }
+        // The interface's count, framing and TCP included: about two new layers, far from one image.
+        expect(fabricSent).toBeLessThan(2 * 1.1 * newLayerBytes + 4 * 2 ** 20);
+        expect(JSON.stringify(exported)).toMatch(/layers-left-out count=1 bytes=\d+ of=2/);
+        // It serves, every node's rank answering, on the new image.
+        const body = await complete(up.outputs.endpoint.value, "tiny-moe", up.outputs.apiKey.value);
+        for (const node of cluster.nodes) {
+            expect(body.choices[0].text).toContain(node.fabricIp);
+        }
         await stack.destroy();
     });
 
