@@ -132,7 +132,8 @@ describe("preflight, and the image copy node to node over the fabric, on 3 simul
             `old=$(docker image inspect --format '{{.Id}}' ${cluster.workloadImage}) && docker run --name drift --entrypoint sh ${cluster.workloadImage} -c 'echo drift > /drift' && ` +
                 `docker export drift | docker import - ${cluster.workloadImage} >/dev/null && docker rm drift >/dev/null && docker image rm "$old" >/dev/null`,
         );
-        onNode(empty, `docker image rm ${cluster.workloadImage} >/dev/null`);
+        // The image under every tag (the proving ground tags it `:current` too): no layer of it left.
+        onNode(empty, `docker image rm --force "$(docker image inspect --format '{{.Id}}' ${cluster.workloadImage})" >/dev/null`);
         const original = imageId(cluster, 0);
         expect(imageId(cluster, 1)).not.toBe(original);
 
