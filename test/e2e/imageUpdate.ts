@@ -17,16 +17,20 @@ const IMAGE_UPDATE = `set -euo pipefail
 image="$1"; extra_bytes="$2"; dir="$(mktemp -d)"; trap 'rm -rf "$dir"' EXIT
 docker save "$image" | tar -x -C "$dir"
 python3 - "$dir" "$extra_bytes" <<'PY'
-import hashlib, io, json, os, shutil, sys, tarfile
+import hashlib, io, json, os, sys, tarfile
 root, extra = sys.argv[1], int(sys.argv[2])
 manifest = json.load(open(os.path.join(root, "manifest.json")))
 entry = manifest[0]
 config = json.load(open(os.path.join(root, entry["Config"])))
 top = entry["Layers"][-1]
 new_top = os.path.join(root, os.path.dirname(top), "new-top.tar")
-shutil.copyfile(os.path.join(root, top), new_top)
-with tarfile.open(new_top, "a") as layer:
-    info = tarfile.TarInfo("opt/vllm-fleet-update.bin")
+added = "opt/vllm-fleet-update.bin"
+with tarfile.open(os.path.join(root, top)) as old, tarfile.open(new_top, "w", format=tarfile.PAX_FORMAT) as layer:
+    # The old top layer's files (but the file an earlier update added: a layer names a path once).
+    for member in old.getmembers():
+        if member.name.lstrip("./") != added:
+            layer.addfile(member, old.extractfile(member) if member.isfile() else None)
+    info = tarfile.TarInfo(added)
     info.size, info.mode, info.mtime = extra, 0o644, 1700000000
     layer.addfile(info, io.BytesIO(os.urandom(extra)))
 digest = hashlib.sha256(open(new_top, "rb").read()).hexdigest()
