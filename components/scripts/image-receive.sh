@@ -8,8 +8,8 @@
 # wanted content tells the sender so and receives nothing. Otherwise it tells the sender which
 # layers it has (its store, and each image's ordered layer diff ids: layers_offer), and the sender
 # leaves out of the stream the layers it may (image-layers.py says when). After a load the tag must
-# name the wanted content, whatever was left out: a broken or wrong copy leaves the tag removed (never a wrong image) and fails, so the
-# next `pulumi up` copies again.
+# name the wanted content, whatever was left out: a broken or wrong copy leaves the tag removed
+# (never a wrong image) and fails, so the next `pulumi up` copies again.
 # Inputs: IMAGE, WANT_IDENTITY, BIND_IP (this node's fabric address), SENDER_IP, PORT, SECRET,
 # FABRIC_STREAM; runs after image-identity.sh.
 set -euo pipefail
