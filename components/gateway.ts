@@ -60,7 +60,7 @@ export class Gateway extends pulumi.ComponentResource {
             `${name}-routes`,
             {
                 connection: node.connection,
-                create: scriptProgram("gateway-routes", {
+                create: scriptProgram(["gateway-answer", "gateway-routes"], {
                     CONTAINER: plan.routesStep.container,
                     PORT: plan.routesStep.port,
                     ROUTES_FILE: plan.routesStep.file,
@@ -77,7 +77,7 @@ export class Gateway extends pulumi.ComponentResource {
             {
                 connection: node.connection,
                 create: apiKey.apply((key) =>
-                    scriptProgram("gateway-ready", {
+                    scriptProgram(["gateway-answer", "gateway-ready"], {
                         CONTAINER: plan.ready.container,
                         PORT: plan.ready.port,
                         MODELS: [...plan.ready.models],

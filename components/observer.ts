@@ -1,7 +1,7 @@
 /**
  * The program-time read of every node (like a Terraform data source): at the start of each
  * `pulumi preview` and `up`, in parallel over the nodes, one SSH session per node runs probe.sh and
- * live.sh, which only read. Facts are therefore never stale (a host fixed since the last run is seen
+ * live.sh, which only read, once for each view of the node (a service placed on it) in that session. Facts are therefore never stale (a host fixed since the last run is seen
  * fixed) and the live state of the fleet's containers and endpoint reaches reconciliation
  * (infra/core/observe.ts). Reached like every other path to a node (ssh.ts).
  */
@@ -14,16 +14,24 @@ import { firewallMarker } from "../infra/core/plan";
 import { programsOnStdin, runFromStdin, scriptProgram } from "./shell";
 import { noAnswerMessage, overSharedConnection, sshArgs, writeSshFiles } from "./ssh";
 
-/** Reads every node; fails naming the node when one cannot be read. */
-export type Observer = (config: FleetConfig, secrets: ObserverSecrets, options?: { rayNodes?: boolean }) => Promise<NodeObservation[]>;
+/**
+ * Reads the nodes of every view, each node in one SSH session however many views have it; answers
+ * each view's observations in the order of its nodes. Fails naming the node when one cannot be read.
+ */
+export type Observer = (views: readonly ObserveView[], secrets: ObserverSecrets, options?: { rayNodes?: boolean }) => Promise<NodeObservation[][]>;
 
-/** What the read needs besides the config. */
+/** One service's view of its nodes: its config (its nodes, image, model, port) and container names. */
+export interface ObserveView {
+    readonly config: FleetConfig;
+    /** The names of the service's containers (infra/core/names.ts). */
+    readonly containers: ServiceContainers;
+}
+
+/** What the read needs besides the views. */
 export interface ObserverSecrets {
     readonly privateKey: string;
     readonly privateKeyPath?: string;
     readonly stack: string;
-    /** The names of the stack's containers (infra/core/names.ts). */
-    readonly containers: ServiceContainers;
 }
 
 /** The read-only program run on node `index` (with `rayNodes`, the head also lists Ray's nodes). */
@@ -95,18 +103,61 @@ function readOutput(node: FleetNode, connectTimeoutSeconds: number, timeoutSecon
     throw new FleetError(`${where}: reading the node failed (exit ${outcome.code}): ${last}`);
 }
 
-/** The observer of real hosts: the system ssh client, one session per node, all at once. */
-export const observeOverSsh: Observer = async (config, secrets, options = {}) =>
-    Promise.all(
-        config.nodes.map(async (node, index) => {
-            const target = { ...node, connectTimeoutSeconds: config.timeouts.sshConnectSeconds };
+/** The line read-views.sh prints before view `index`'s output. */
+const VIEW_LINE = /^@@ vllm-fleet view (\d+)$/;
+
+/** Splits what read-views.sh printed into each view's output, by the view's number. */
+export function splitViews(output: string): Map<number, string> {
+    const views = new Map<number, string>();
+    let current: number | undefined;
+    let lines: string[] = [];
+    const flush = () => current !== undefined && views.set(current, lines.join("\n"));
+    for (const line of output.split("\n")) {
+        const header = VIEW_LINE.exec(line.trimEnd());
+        if (header) {
+            flush();
+            current = Number(header[1]);
+            lines = [];
+        } else {
+            lines.push(line);
+        }
+    }
+    flush();
+    return views;
+}
+
+/**
+ * The observer of real hosts: the system ssh client, one session per node (every view of the node
+ * read in it, read-views.sh), all nodes at once.
+ */
+export const observeOverSsh: Observer = async (views, secrets, options = {}) => {
+    const nodes = [...new Map(views.flatMap((view) => view.config.nodes.map((node) => [node.name, { node, view }] as const))).values()];
+    const reads = await Promise.all(
+        nodes.map(async ({ node, view: first }) => {
+            const timeouts = first.config.timeouts;
+            const target = { ...node, connectTimeoutSeconds: timeouts.sshConnectSeconds };
             const files = writeSshFiles(secrets.stack, { ...target, node: node.name }, secrets.privateKey, secrets.privateKeyPath);
-            const input = programsOnStdin({ create: observeProgram(config, secrets.stack, secrets.containers, index, options.rayNodes) });
-            const timeout = config.timeouts.sshConnectSeconds * 2 + 90;
+            const programs = views.map((view) => {
+                const index = view.config.nodes.findIndex((candidate) => candidate.name === node.name);
+                return index < 0 ? "" : observeProgram(view.config, secrets.stack, view.containers, index, options.rayNodes);
+            });
+            const input = programsOnStdin({ create: scriptProgram("read-views", { VIEWS: programs }) });
+            const timeout = timeouts.sshConnectSeconds * 2 + 90 * programs.filter((program) => program !== "").length;
             // Over the node's shared connection, which the steps of this run use next.
             const outcome = await overSharedConnection(target, secrets.privateKey, (extra) =>
                 runSsh(node, timeout, sshArgs(target, files.keyFile, files.knownHostsFile, runFromStdin("create"), extra), input),
             );
-            return parseObservation(node.name, readOutput(node, target.connectTimeoutSeconds, timeout, outcome));
+            return [node.name, splitViews(readOutput(node, target.connectTimeoutSeconds, timeout, outcome))] as const;
         }),
     );
+    const byNode = new Map(reads);
+    return views.map((view, index) =>
+        view.config.nodes.map((node) => {
+            const output = byNode.get(node.name)?.get(index);
+            if (output === undefined) {
+                throw new FleetError(`${nodeWhere(node)}: reading the node printed nothing for service view ${index}`);
+            }
+            return parseObservation(node.name, output);
+        }),
+    );
+};

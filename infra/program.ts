@@ -248,17 +248,14 @@ export async function fleetProgram(observe: Observer = observeOverSsh): Promise<
     // dynamic resources (a Node.js process, about half a second) while the nodes are read.
     const key = stackApiKey(config, apiKey);
     const rayTokens = new Map(config.services.map((service) => [service.name, rayToken(config, service)]));
-    // Every node as it is now, read before anything that reaches a host is registered (read-only,
-    // the nodes in parallel; one service after the other, over each node's shared connection).
-    const secret = await plainValue(privateKey);
-    const reads: NodeObservation[][] = [];
-    for (const service of reading) {
-        reads.push(await observe(service.config, { privateKey: secret, privateKeyPath, stack, containers: service.containers }));
-    }
-    // A node no service runs on (the gateway's, say) is read too, as the first service's view of it.
-    const unread = config.nodes.filter((node) => !reads.flat().some((observation) => observation.node === node.name));
-    const extraReads =
-        unread.length > 0 ? await observe({ ...reading[0].config, nodes: unread }, { privateKey: secret, privateKeyPath, stack, containers: reading[0].containers }) : [];
+    // Every node as it is now, read before anything that reaches a host is registered: read-only,
+    // the nodes in parallel, each in one session however many services it has. A node no service
+    // runs on (the gateway's, say) is read too, as the first service's view of it.
+    const unread = config.nodes.filter((node) => !reading.some((service) => service.config.nodes.some((placed) => placed.name === node.name)));
+    const views = [...reading, ...(unread.length > 0 ? [{ config: { ...reading[0].config, nodes: unread }, containers: reading[0].containers }] : [])];
+    const observed = await observe(views, { privateKey: await plainValue(privateKey), privateKeyPath, stack });
+    const reads = observed.slice(0, reading.length);
+    const extraReads = observed.slice(reading.length).flat();
     // Another stack's containers on these nodes: refused before anything is registered.
     checkOwnership(stack, [...reads.flat(), ...extraReads]);
     // Each node of the stack as the first service placed on it read it.

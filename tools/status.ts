@@ -54,15 +54,14 @@ export async function stackStatus(workspace: Workspace, stackName: string): Prom
     const { privateKey, privateKeyPath } = resolvePrivateKeyText(config, secret, root);
     const outputs = await workspace.stackOutputs(stackName);
     const images = (outputs.services?.value ?? {}) as Record<string, { image?: ImageReport }>;
-    // Each service read and reported on its own nodes, one after the other (over each node's shared connection).
-    const reports: StatusReport[] = [];
-    for (const service of config.services) {
-        const view = serviceConfig(config, service);
-        const containers = serviceContainers(service.name);
-        const observations = await observeOverSsh(view, { privateKey, privateKeyPath, stack: stackName, containers }, { rayNodes: true });
+    // Each service reported on its own nodes; each node read once for all the services on it.
+    const views = config.services.map((service) => ({ config: serviceConfig(config, service), containers: serviceContainers(service.name) }));
+    const observed = await observeOverSsh(views, { privateKey, privateKeyPath, stack: stackName }, { rayNodes: true });
+    const reports = config.services.map((service, index) => {
+        const { config: view, containers } = views[index];
         const image = images[service.name]?.image ?? (config.services.length === 1 ? (outputs.image?.value as ImageReport | undefined) : undefined);
-        reports.push(statusReport(view, observations.map((observation) => ofService(observation, containers)), containers, image));
-    }
+        return statusReport(view, observed[index].map((observation) => ofService(observation, containers)), containers, image);
+    });
     const gateway = outputs.gateway?.value as GatewayOutputsReport | undefined;
     const gatewayRow = gateway ? gatewayReport(gateway, await lookAtGateway(gateway, String(outputs.apiKey?.value ?? ""))) : undefined;
     const services: StatusReport =

@@ -4,6 +4,7 @@
 # Inputs: CONTAINER (the gateway's container), PORT, MODELS (bash array), TIMEOUT (seconds), API_KEY
 #         (may be empty).
 set -euo pipefail
+# gateway_answer: gateway-answer.sh, sent before this script.
 
 # The key by name only: docker takes its value from this environment, no command line shows it.
 export VLLM_API_KEY="$API_KEY"
@@ -58,10 +59,4 @@ PY
 )"
 status=$?
 set -e
-if [ "$status" -ne 0 ]; then
-  echo "$answer" >&2
-  echo "the gateway's log (docker logs $CONTAINER):" >&2
-  docker logs --tail 30 "$CONTAINER" >&2 2>&1 || true
-  exit 1
-fi
-echo "$answer"
+gateway_answer "$status" "$answer"

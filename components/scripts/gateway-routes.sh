@@ -4,6 +4,7 @@
 # those routes (the launcher applies the file within a second or two: new routes in, then old out).
 # Inputs: CONTAINER, PORT, ROUTES_FILE, ROUTES_JSON, TIMEOUT (seconds).
 set -euo pipefail
+# gateway_answer: gateway-answer.sh, sent before this script.
 
 printf '%s' "$ROUTES_JSON" | docker exec -i "$CONTAINER" sh -c 'cat > "$1.tmp" && mv "$1.tmp" "$1"' gateway-routes "$ROUTES_FILE"
 set +e
@@ -31,10 +32,4 @@ PY
 )"
 status=$?
 set -e
-if [ "$status" -ne 0 ]; then
-  echo "$answer" >&2
-  echo "the gateway's log (docker logs $CONTAINER):" >&2
-  docker logs --tail 30 "$CONTAINER" >&2 2>&1 || true
-  exit 1
-fi
-echo "$answer"
+gateway_answer "$status" "$answer"

@@ -158,7 +158,7 @@ export function checkOwnership(stack: string, observations: readonly NodeObserva
         ),
     );
     if (lines.length > 0) {
-        // A node read once per service of the stack reports the same container each time.
+        // A node seen by several services (one observation each) reports the same container each time.
         throw new OwnershipError([...new Set(lines)].join("\n"));
     }
 }

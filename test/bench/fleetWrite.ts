@@ -14,7 +14,7 @@ import { FleetInput, TimelineSummaryInput, UpFigures, fleetFigures, fleetTargets
 import { GatewayLevelSamples, gatewayCost } from "./gatewayCost";
 import { Measurements, RecordedUp, UpOperation } from "./rounds";
 import { OPERATION_LABELS } from "./targets";
-import { graphBoundOf, medianUp } from "./writeReport";
+import { graphBoundOf, medianUp, upRecord } from "./writeReport";
 
 /** What one fleet's runs left. */
 export interface FleetRecord {
@@ -121,17 +121,7 @@ export function writeFleetReport(
             input: { ...inputs[index], checks: undefined },
             samples: record.measurements.samples,
             checks: record.measurements.checks,
-            ups: record.measurements.ups.map((up) => ({
-                run: up.run,
-                operation: up.operation,
-                seconds: up.seconds,
-                criticalSeconds: up.timeline.criticalMs / 1000,
-                outsideShare: up.timeline.outsideShare,
-                cpuBusyShare: up.cpuBusyShare,
-                cpu: up.cpu,
-                outside: { ...up.timeline.outside, intervals: undefined },
-                opsByResource: up.opsByResource,
-            })),
+            ups: record.measurements.ups.map(upRecord),
             gatewayRequests: record.gateway,
             failure: record.failure,
         })),

@@ -40,6 +40,21 @@ export function graphBoundOf(up: RecordedUp): NonNullable<UpTimeline["graphBound
     };
 }
 
+/** What report.json keeps of one timed up (both benches): its times, CPU and operations. */
+export function upRecord(up: RecordedUp) {
+    return {
+        run: up.run,
+        operation: up.operation,
+        seconds: up.seconds,
+        criticalSeconds: up.timeline.criticalMs / 1000,
+        outsideShare: up.timeline.outsideShare,
+        cpuBusyShare: up.cpuBusyShare,
+        cpu: up.cpu,
+        outside: { ...up.timeline.outside, intervals: undefined },
+        opsByResource: up.opsByResource,
+    };
+}
+
 /** Writes every file of the report directory (DIR, made when missing) and returns the targets as judged. */
 export function writeReport(options: BenchOptions, measurements: Measurements, startedAt: Date, pulumiVersion: string, error?: Error): TargetResult[] {
     fs.mkdirSync(options.outDir, { recursive: true });
@@ -127,21 +142,13 @@ export function writeReport(options: BenchOptions, measurements: Measurements, s
         timelines,
         ups: measurements.ups.map((up) => ({
             nodes: up.nodes,
-            run: up.run,
-            operation: up.operation,
-            seconds: up.seconds,
-            criticalSeconds: up.timeline.criticalMs / 1000,
-            outsideShare: up.timeline.outsideShare,
-            cpuBusyShare: up.cpuBusyShare,
-            cpu: up.cpu,
-            outside: { ...up.timeline.outside, intervals: undefined },
+            ...upRecord(up),
             criticalPath: up.timeline.criticalPath.map((step) => ({
                 name: step.name,
                 startSeconds: (step.startMs - up.timeline.startMs) / 1000,
                 seconds: (step.endMs - step.startMs) / 1000,
                 waitSeconds: step.waitMs / 1000,
             })),
-            opsByResource: up.opsByResource,
         })),
     };
     fs.writeFileSync(path.join(options.outDir, "report.json"), JSON.stringify(report, null, 2) + "\n");

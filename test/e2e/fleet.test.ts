@@ -300,6 +300,12 @@ describe("a fleet of three services on four simulated Sparks", () => {
     it("changes coder's maxModelLen: coder's containers are replaced, big's, small's and the gateway's keep their ids", async () => {
         const before = containerIds(cluster, name);
         await setServices([BIG, { ...CODER, vllm: { ...CODER.vllm, maxModelLen: 2048 } }, SMALL]);
+        // spark1 carries big and small: the read of a preview takes one SSH session there, not one
+        // per service (sshd logs each session: test/sim/node/sshd_config.conf).
+        const sessions = () => Number(onNode(cluster.nodes[0], "grep -c 'Starting session: ' /var/log/sshd.log || true").trim());
+        const sessionsBefore = sessions();
+        await stack.preview();
+        expect(sessions() - sessionsBefore, "SSH sessions on spark1 during a preview").toBe(1);
         const up = await stack.up();
         expect(up.summary.result).toBe("succeeded");
         const after = containerIds(cluster, name);

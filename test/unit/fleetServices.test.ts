@@ -6,27 +6,9 @@
  */
 import { describe, expect, it } from "vitest";
 import { SERVICE_LABEL, STACK_LABEL } from "../../infra/core/names";
-import { MockRun, liveAfter, runProgram, sparkProbeOutput, unsecret } from "./mocks";
+import { BIG, CODER, SMALL, fabricIps, fleet, image, probe } from "./fleetFixtures";
+import { MockRun, liveAfter, runProgram, unsecret } from "./mocks";
 
-const fabricIps: Record<string, string> = { spark1: "192.168.200.12", spark2: "192.168.200.13", spark3: "192.168.200.14", spark4: "192.168.200.15" };
-const mgmtIps: Record<string, string> = { spark1: "10.1.230.180", spark2: "10.1.230.181", spark3: "10.1.230.182", spark4: "10.1.230.183" };
-// A model of 8 GiB of weights on every node: small enough for two services on one Spark.
-const probe = (node: string) => sparkProbeOutput(fabricIps[node], mgmtIps[node], { weightBytes: 8 * 1024 ** 3 });
-
-const model = (servedName: string) => ({ path: "/home/aurora/models/m", servedName });
-const image = { name: "vllm/vllm-openai:v0.17.1" };
-const BIG = { name: "big", nodes: ["spark1", "spark2"], image, executor: "ray", model: model("big"), vllm: { port: 8000, maxModelLen: 32768, gpuMemoryUtilization: 0.6 } };
-const CODER = { name: "coder", nodes: ["spark3", "spark4"], image, executor: "mp", model: model("coder"), vllm: { port: 8001, maxModelLen: 32768 } };
-const SMALL = { name: "small", nodes: ["spark1"], image, executor: "mp", model: model("small"), vllm: { port: 8002, maxModelLen: 8192, masterPort: 29502 } };
-
-const fleet = (services: readonly object[]) => ({
-    nodes: Object.keys(mgmtIps).map((name) => ({ name, host: mgmtIps[name] })),
-    ssh: { user: "aurora" },
-    fabric: { subnet: "192.168.200.0/24" },
-    containerDriver: "ssh",
-    commandRunner: "builtin",
-    services,
-});
 
 /** Each service's watchdog is on its first node. */
 const watchdogNode = (resource: string) => (resource.startsWith("coder-") ? "spark3" : "spark1");

@@ -9,29 +9,10 @@ import { parseFleetConfig } from "../../infra/core/config";
 import { ROLE_LABEL, STACK_LABEL, gatewayContainer } from "../../infra/core/names";
 import { gatewayRoutes } from "../../infra/core/plan";
 import { configProblems } from "./configErrors";
-import { MockRun, liveAfter, runProgram, sparkProbeOutput, unsecret } from "./mocks";
+import { BIG, CODER, GATEWAY, SMALL, fleet as fleetOf, image, model, nodes, probe } from "./fleetFixtures";
+import { MockRun, liveAfter, runProgram, unsecret } from "./mocks";
 
-const fabricIps: Record<string, string> = { spark1: "192.168.200.12", spark2: "192.168.200.13", spark3: "192.168.200.14", spark4: "192.168.200.15" };
-const mgmtIps: Record<string, string> = { spark1: "10.1.230.180", spark2: "10.1.230.181", spark3: "10.1.230.182", spark4: "10.1.230.183" };
-const probe = (node: string) => sparkProbeOutput(fabricIps[node], mgmtIps[node], { weightBytes: 8 * 1024 ** 3 });
-
-const model = (servedName: string) => ({ path: "/home/aurora/models/m", servedName });
-const image = { name: "vllm/vllm-openai:v0.17.1" };
-const BIG = { name: "big", nodes: ["spark1", "spark2"], image, executor: "ray", model: model("big"), vllm: { port: 8000, maxModelLen: 32768, gpuMemoryUtilization: 0.6 } };
-const CODER = { name: "coder", nodes: ["spark3", "spark4"], image, executor: "mp", model: model("coder"), vllm: { port: 8001, maxModelLen: 32768 } };
-const SMALL = { name: "small", nodes: ["spark1"], image, executor: "mp", model: model("small"), vllm: { port: 8002, maxModelLen: 8192, masterPort: 29502 } };
-const GATEWAY = { node: "spark3", port: 4000, image: { name: "vllm/vllm-router:0.1.17" } };
-
-const nodes = Object.keys(mgmtIps).map((name) => ({ name, host: mgmtIps[name] }));
-const fleet = (services: readonly object[], gateway: object | null = GATEWAY) => ({
-    nodes,
-    ssh: { user: "aurora" },
-    fabric: { subnet: "192.168.200.0/24" },
-    containerDriver: "ssh",
-    commandRunner: "builtin",
-    services,
-    ...(gateway ? { gateway } : {}),
-});
+const fleet = (services: readonly object[], gateway: object | null = GATEWAY) => fleetOf(services, gateway);
 /** The single-model form on every node, with a gateway. */
 const oneModel = (gateway: object) => ({
     nodes,

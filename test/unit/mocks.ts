@@ -273,7 +273,8 @@ export async function runProgram(
     const resolved: Record<string, unknown> = {};
     try {
         // The program-time read of the hosts answers with the probe's and live.sh's output.
-        const observe: Observer = async (fleet) => fleet.nodes.map((node) => parseObservation(node.name, `${probe(node.name)}\n${live(node.name)}`));
+        const observe: Observer = async (views) =>
+            views.map((view) => view.config.nodes.map((node) => parseObservation(node.name, `${probe(node.name)}\n${live(node.name)}`)));
         const outputs = await program.fleetProgram(observe);
         for (const [key, value] of Object.entries(outputs)) {
             resolved[key] = await valueOf(value as pulumi.Output<unknown>);

@@ -11,6 +11,7 @@ import * as path from "path";
 import { describe, expect, it } from "vitest";
 import { CONTAINER_RUN } from "../../components/container";
 import { bashCommand, readScript, renderAssignments, scriptProgram, ScriptValue, shQuote } from "../../components/shell";
+import { splitViews } from "../../components/observer";
 import { ARGS_CHECK } from "../../components/serveArgsCheck";
 import { NCCL_TRANSPORT, VLLM_LIFECYCLE, VLLM_READY, VLLM_START, VLLM_STOP } from "../../components/vllmService";
 import { VLLM_PHASES } from "../../infra/core/vllmPhases";
@@ -752,5 +753,46 @@ describe("vllm-args-check.sh: the serve arguments checked by the vLLM inside the
         const outcome = check(["serve", "/models/m"], keys, false);
         expect(outcome.status).toBe(0);
         expect(outcome.stdout).toMatch(/^unchecked: cannot load the CLI of this vLLM \(ModuleNotFoundError/m);
+    });
+});
+
+describe("read-views.sh: one session reads a node for every service on it", () => {
+    const run = (views: readonly string[]) => spawnSync("bash", ["-c", scriptProgram("read-views", { VIEWS: views })], { encoding: "utf8", timeout: 30_000 });
+
+    it("runs each view's program in a subshell of its own, its output after the line naming the view", () => {
+        // The second program sees nothing the first one set, and its own strict mode.
+        const result = run(["X=first; echo \"### one\"; echo $X", "set -u; echo \"### two\"; echo ${X:-unset}"]);
+        expect(result.status).toBe(0);
+        const views = splitViews(result.stdout);
+        expect([...views.keys()]).toEqual([0, 1]);
+        expect(views.get(0)!.trim()).toBe("### one\nfirst");
+        expect(views.get(1)!.trim()).toBe("### two\nunset");
+    });
+
+    it("fails with the failing view's status, reading no view after it", () => {
+        const result = run(["echo a", "echo half; exit 7", "echo never"]);
+        expect(result.status).toBe(7);
+        expect(result.stdout).toContain("half");
+        expect(result.stdout).not.toContain("never");
+        expect([...splitViews(result.stdout).keys()]).toEqual([0, 1]);
+    });
+});
+
+describe("gateway-answer.sh: the end of a gateway step", () => {
+    const gateway = { containers: { "vllm-fleet-gateway": { log: "router: no worker for big" } } };
+    const end = (status: number, answer: string) =>
+        runWithFakeDocker(bashCommand(`${scriptProgram("gateway-answer", { CONTAINER: "vllm-fleet-gateway" })}\ngateway_answer ${status} ${shQuote(answer)}`), gateway);
+
+    it("prints the check's answer when it passed", () => {
+        const outcome = end(0, "route big {}");
+        expect(outcome.status).toBe(0);
+        expect(outcome.stdout.trim()).toBe("route big {}");
+        expect(outcome.calls).toEqual([]);
+    });
+
+    it("fails with the answer and the tail of the gateway's log when it failed", () => {
+        const outcome = end(4, "not served: big");
+        expect(outcome.status).toBe(1);
+        expect(outcome.stderr).toContain("not served: big\nthe gateway's log (docker logs vllm-fleet-gateway):\nrouter: no worker for big");
     });
 });

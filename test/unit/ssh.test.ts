@@ -13,7 +13,7 @@ import { observeOverSsh } from "../../components/observer";
 import { SSH_KEEPALIVE, noAnswerMessage, sharedConnectionFailed, sshClientOptions, sshShareOptions } from "../../components/ssh";
 import { sshConnectTimedOut } from "../../components/stepFailure";
 import { parseFleetConfig } from "../../infra/core/config";
-import { DEFAULT_CONTAINERS } from "../../infra/core/names";
+import { DEFAULT_CONTAINERS, serviceContainers } from "../../infra/core/names";
 import { sparkProbeOutput } from "./mocks";
 import { sparkDuo } from "./stacks";
 
@@ -156,7 +156,9 @@ describe("the read of the nodes over shared connections", () => {
         const bin = path.join(dir, "bin");
         fs.mkdirSync(bin);
         const output = path.join(dir, "probe-output");
-        fs.writeFileSync(output, sparkProbeOutput("192.168.200.12", "10.1.230.180"));
+        // What read-views.sh prints for two views of the node.
+        const probe = sparkProbeOutput("192.168.200.12", "10.1.230.180");
+        fs.writeFileSync(output, `@@ vllm-fleet view 0\n${probe}\n@@ vllm-fleet view 1\n${probe}\n`);
         const answer = {
             works: "",
             "connection ended": 'case "$*" in *ControlMaster=auto*) exit 255 ;; esac',
@@ -167,20 +169,21 @@ describe("the read of the nodes over shared connections", () => {
         }[node];
         fs.writeFileSync(
             path.join(bin, "ssh"),
-            ["#!/bin/bash", `printf '%s\\n' "$*" >> ${JSON.stringify(path.join(dir, "calls"))}`, "cat > /dev/null", answer, `cat ${JSON.stringify(output)}`].join("\n") + "\n",
+            ["#!/bin/bash", `printf '%s\\n' "$*" >> ${JSON.stringify(path.join(dir, "calls"))}`, `cat > ${JSON.stringify(path.join(dir, "input"))}`, answer, `cat ${JSON.stringify(output)}`].join("\n") + "\n",
             { mode: 0o755 },
         );
         process.env.PATH = `${bin}:${savedPath}`;
         return path.join(dir, "calls");
     }
     const config = parseFleetConfig({ ...sparkDuo, nodes: [sparkDuo.nodes[0]], parallelism: { tensor: 1 } });
-    const secrets = { privateKey: KEY, privateKeyPath: undefined, containers: DEFAULT_CONTAINERS, stack: "unit" };
+    const views = [{ config, containers: DEFAULT_CONTAINERS }];
+    const secrets = { privateKey: KEY, privateKeyPath: undefined, stack: "unit" };
     const callsIn = (calls: string) => fs.readFileSync(calls, "utf8").trim().split("\n");
     const existingSharedConnection = () => fs.writeFileSync(controlPath(sshShareOptions({ ...target, port: 22 }, KEY).options)!, "");
 
     it("reads over the shared connection when it works", async () => {
         const calls = fakeSsh("works");
-        const [observation] = await observeOverSsh(config, secrets);
+        const [[observation]] = await observeOverSsh(views, secrets);
         expect(observation.facts.gpus).toHaveLength(1);
         const lines = callsIn(calls);
         expect(lines).toHaveLength(1);
@@ -189,10 +192,22 @@ describe("the read of the nodes over shared connections", () => {
         expect(lines[0]).toContain("ServerAliveInterval=3");
     });
 
+    it("reads a node two services share in one session, each service's program in it, and answers each service's view", async () => {
+        const calls = fakeSsh("works");
+        const other = { config: { ...config, image: { ...config.image, name: "other:1" } }, containers: serviceContainers("coder") };
+        const [[first], [second]] = await observeOverSsh([...views, other], secrets);
+        expect(callsIn(calls)).toHaveLength(1);
+        expect([first.node, second.node]).toEqual(["spark1", "spark1"]);
+        expect(second.facts.gpus).toHaveLength(1);
+        const input = fs.readFileSync(path.join(dir, "input"), "utf8");
+        expect(input).toContain(DEFAULT_CONTAINERS.watchdog);
+        expect(input).toContain(serviceContainers("coder").watchdog);
+    });
+
     it("reads once more on a connection of its own when an existing shared one ended", async () => {
         const calls = fakeSsh("connection ended");
         existingSharedConnection();
-        const [observation] = await observeOverSsh(config, secrets);
+        const [[observation]] = await observeOverSsh(views, secrets);
         expect(observation.facts.gpus).toHaveLength(1);
         const lines = callsIn(calls);
         expect(lines).toHaveLength(2);
@@ -202,7 +217,7 @@ describe("the read of the nodes over shared connections", () => {
 
     it("does not try again when no shared connection was there: the failure is the node's", async () => {
         fakeSsh("connection ended");
-        await expect(observeOverSsh(config, secrets)).rejects.toThrow(/^node spark1 \(aurora@10\.1\.230\.180:22\): ssh failed \(connection or authentication\): no answer$/);
+        await expect(observeOverSsh(views, secrets)).rejects.toThrow(/^node spark1 \(aurora@10\.1\.230\.180:22\): ssh failed \(connection or authentication\): no answer$/);
     });
 
     it.each([
@@ -213,7 +228,7 @@ describe("the read of the nodes over shared connections", () => {
         if (existing) {
             existingSharedConnection();
         }
-        await expect(observeOverSsh(config, secrets)).rejects.toThrow(/^node spark1 \(aurora@10\.1\.230\.180:22\) does not answer on SSH \(no reply within 20 s\)$/);
+        await expect(observeOverSsh(views, secrets)).rejects.toThrow(/^node spark1 \(aurora@10\.1\.230\.180:22\) does not answer on SSH \(no reply within 20 s\)$/);
         expect(callsIn(calls)).toHaveLength(1);
     });
 });

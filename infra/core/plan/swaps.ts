@@ -67,8 +67,8 @@ const numberOf = (text: string | undefined) => (text !== undefined && text !== "
 
 /**
  * The services of the stack running on the nodes read, by their containers' labels (a container
- * without a service label is the single-model form's service). A node read once per service of the
- * stack counts once. Only running containers count: a stopped one holds neither memory nor ports.
+ * without a service label is the single-model form's service). A node seen by several services (one
+ * observation each) counts once. Only running containers count: a stopped one holds neither memory nor ports.
  */
 export function runningServices(observations: readonly NodeObservation[]): RunningService[] {
     const seen = new Set<string>();
