@@ -21,11 +21,13 @@ daemon/internal/image/tarexport/load.go). A layer whose chain id (its diff id an
 below it) is on the target is one of an image there, so a layer is left out when every place it
 takes in the saved image has its chain on the target. The containerd image store (Docker 25+ with
 the containerd snapshotter) imports the archive into containerd's content store
-(daemon/containerd/image_exporter.go `LoadImage`: `Import` with `WithSkipMissing`), and an image
-whose manifest names a blob the content store lacks counts as not available there
-(image_manifest.go `CheckContentAvailable`: listing, `docker save` from that node), and its blobs
-are named by the digest of what the source stored (compressed or not), which the target's
-`docker image inspect` does not show: to a target on that store the whole archive goes.
+(v26.1.5 daemon/containerd/image_exporter.go `LoadImage`: `Import` with `WithSkipMissing`, then
+unpack): a layer left out loads without an error when its snapshot is there, but an image whose
+manifest names a blob the content store lacks is not listed (image_list.go, `CheckContentAvailable`),
+and tried with Docker 26.1, its `docker save` came out truncated, while its `docker image inspect`,
+and so its content identity, looked whole. The blobs there are named by the digest of what the
+source stored (compressed or not), which the target's `docker image inspect` does not show: to a
+target on that store the whole archive goes.
 
 How a layer file is known in the stream (the archive's index, manifest.json, comes after the
 layers). Docker 25+ writes the OCI layout, a layer as `blobs/sha256/<digest>`: a layer the source
