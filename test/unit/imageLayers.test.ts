@@ -146,3 +146,35 @@ describe.each([
         expect(followed.archive.length).toBeLessThan(original.length);
     });
 });
+
+describe("image-layers.py on archives with extended headers", () => {
+    it("leaves out a layer with the pax header before it, and keeps a member whose long name needs one", async () => {
+        // Written by Python's tarfile in the pax format (Go's archive/tar, Docker's, writes pax
+        // headers for long or non-ASCII names): a pax header on the layer left out, a long name kept.
+        const archive = path.join(scratch, "pax.tar");
+        const layer = Buffer.from("layer bytes of the bottom layer\n");
+        const digest = sha256(layer);
+        const longName = `${"d".repeat(120)}/kept.json`;
+        execFileSync("python3", [
+            "-c",
+            `import io, sys, tarfile
+layer, name, long_name = sys.stdin.buffer.read(), sys.argv[2], sys.argv[3]
+with tarfile.open(sys.argv[1], "w", format=tarfile.PAX_FORMAT) as out:
+    info = tarfile.TarInfo(name); info.size = len(layer); info.pax_headers = {"comment": "forces a pax header"}
+    out.addfile(info, io.BytesIO(layer))
+    info = tarfile.TarInfo(long_name); info.size = 2
+    out.addfile(info, io.BytesIO(b"{}"))`,
+            archive,
+            `blobs/sha256/${digest.slice(7)}`,
+            longName,
+        ], { input: layer });
+        const result = await thin(archive, classic([digest]), [digest]);
+        expect(result.code).toBe(0);
+        expect(members(result.archive)).toEqual([longName]);
+        expect(member(result.archive, longName).toString()).toBe("{}");
+        // The layer's pax header went with it (else it would apply to the member after).
+        expect(result.archive.includes("forces a pax header")).toBe(false);
+        expect(result.archive.includes(longName)).toBe(true);
+        expect(result.stderr).toContain("layers-left-out count=1");
+    });
+});
