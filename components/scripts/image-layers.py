@@ -47,8 +47,9 @@ BLOCK = 512
 CHUNK = 1 << 20
 OCI_BLOB = re.compile(r"^blobs/sha256/([0-9a-f]{64})$")
 LEGACY_LAYER = re.compile(r"^[0-9a-f]{64}/layer\.tar$")
-# Extended headers that describe the entry after them (POSIX pax, GNU long names).
-EXTENDED = {b"x", b"g", b"L", b"K"}
+# Extended headers that describe the entry after them (POSIX pax, GNU long names); a pax global
+# header ("g") describes every entry after it and always passes.
+EXTENDED = {b"x", b"L", b"K"}
 
 
 def chain_ids(diff_ids):
