@@ -10,14 +10,16 @@ This file travels whole to a node (its text is the program a node runs), so it i
       and writes the stream into COMMAND's standard input. A stream that ends without its end mark
       (the sender died, the link broke) kills COMMAND instead of closing its input, so it takes in
       nothing half-sent. With --have it tells the sender it has the data already and receives
-      nothing; with --note it hands the sender FILE's bytes (at most 8 MiB) with its answer (the
-      image copy: which layers this node has). Waits at most FLEET_WAIT_SECONDS (120) for the sender, and stops waiting when its
-      own controller is gone (its standard output closed). Exit: COMMAND's status, or 3 when the
-      stream broke, 4 when no sender came.
+      nothing; with --note it hands the sender FILE's bytes (at most 8 MiB) with its answer, once
+      the sender proved the secret (the image copy: which layers this node has). Waits at most
+      FLEET_WAIT_SECONDS (120) for the sender, and stops waiting when its own controller is gone
+      (its standard output closed). Exit: COMMAND's status, or 3 when the stream broke, 4 when no
+      sender came.
   send TARGET_IP PORT [--size BYTES] [--note-out FILE] -- COMMAND...
       Connects to the receiver (retrying for FLEET_WAIT_SECONDS while it starts), authenticates,
-      writes the receiver's note into FILE (empty when it gave none), runs COMMAND and streams its standard output in frames, then an end mark, and waits for the
-      receiver's verdict (its COMMAND's status). Exit 0 only when the receiver's COMMAND succeeded
+      writes the receiver's note into FILE (empty when it gave none), runs COMMAND and streams its
+      standard output in frames, then an end mark, and waits for the receiver's verdict (its
+      COMMAND's status). Exit 0 only when the receiver's COMMAND succeeded
       or it had the data already.
 
   receive-files BIND_IP PORT SENDER_IP DIR
