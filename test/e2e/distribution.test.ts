@@ -3,8 +3,10 @@
  * image differs or is missing, a node missing a weight file, a model that cannot fit), and what
  * fixes the first two: the image copied node to node over the fabric, to every node that lacks it at
  * once (a broken copy leaves no image and the next up retries it; an update moves only the layers a
- * node lacks), and the weights over the fabric
- * (the big files in plain streams, continuing a part a broken run left; rsync for the rest). Real
+ * node on the classic store lacks), and the weights over the fabric
+ * (the big files in plain streams, continuing a part a broken run left; rsync for the rest). The
+ * third node keeps its images in Docker's containerd image store, the others in the classic one: one
+ * image has other Docker ids there, the same content identity, and the copy goes both ways. Real
  * SSH, Docker and rsync; the GPU, the fabric link and vLLM are stand-ins.
  */
 import { execFile, execSync } from "child_process";
@@ -107,14 +109,21 @@ function txBytes(node: SimNode, iface: string): number {
     return Number(onNode(node, `cat /sys/class/net/${iface}/statistics/tx_bytes`).trim());
 }
 
-describe("preflight, and the image copy node to node over the fabric, on 3 simulated Sparks", () => {
+/** Docker's image store on a node, as `docker info` reports it. */
+function storeOf(node: SimNode): string {
+    return onNode(node, "docker info --format '{{.Driver}} {{range .DriverStatus}}{{index . 0}}={{index . 1}} {{end}}'").trim();
+}
+
+describe("preflight, and the image copy node to node over the fabric, on 3 simulated Sparks (the third on the containerd image store)", () => {
     const name = "e2e-dist13";
     let cluster: SimCluster;
     let workspace: { dir: string; envVars: Record<string, string> };
     const stacks: Stack[] = [];
 
     beforeAll(async () => {
-        cluster = await simUp(name, 3);
+        cluster = await simUp(name, 3, { stores: ["classic", "classic", "containerd"] });
+        expect(storeOf(cluster.nodes[0])).toMatch(/^overlay2 /);
+        expect(storeOf(cluster.nodes[2])).toMatch(/^overlayfs .*driver-type=io\.containerd\.snapshotter\.v1/);
         putTinyModel(cluster, MODEL_DIR);
         workspace = tempWorkspace(`vllm-fleet-${name}-`);
     });
@@ -132,8 +141,8 @@ describe("preflight, and the image copy node to node over the fabric, on 3 simul
             `old=$(docker image inspect --format '{{.Id}}' ${cluster.workloadImage}) && docker run --name drift --entrypoint sh ${cluster.workloadImage} -c 'echo drift > /drift' && ` +
                 `docker export drift | docker import - ${cluster.workloadImage} >/dev/null && docker rm drift >/dev/null && docker image rm "$old" >/dev/null`,
         );
-        // The image under every tag (the proving ground tags it `:current` too): no layer of it left.
-        onNode(empty, `docker image rm --force "$(docker image inspect --format '{{.Id}}' ${cluster.workloadImage})" >/dev/null`);
+        // On the containerd store: the copy sends it the whole image whatever it keeps (image-layers.py).
+        onNode(empty, `docker image rm ${cluster.workloadImage} >/dev/null`);
         const original = imageId(cluster, 0);
         expect(imageId(cluster, 1)).not.toBe(original);
 
@@ -177,7 +186,8 @@ describe("preflight, and the image copy node to node over the fabric, on 3 simul
         expect(bothAtOnce).toBe(true);
         expect(saves).toBe(1);
         expect(broken).toMatch(/spark3|stream/);
-        // No wrong image, no half-loaded one: the tag is absent on the node whose copy broke ...
+        // No wrong image, no half-loaded one: the tag is absent on the node whose copy broke (the
+        // containerd store's) ...
         expect(() => imageId(cluster, 2)).toThrow();
         // ... while the other copy, running beside it, completed.
         expect(imageId(cluster, 1)).toBe(original);
@@ -189,10 +199,13 @@ describe("preflight, and the image copy node to node over the fabric, on 3 simul
         expect(sent.fabric).toBeGreaterThan(imageBytes);
         expect(sent.mgmt).toBeLessThan(imageBytes / 50);
 
-        // The next up copies again where it broke, and only there.
+        // The next up copies again where it broke, and only there: a classic store's save loaded into
+        // the containerd store, the same content under another Docker id.
         const up = await stack.up();
         expect(up.summary.result).toBe("succeeded");
-        expect(cluster.nodes.map((_, index) => imageId(cluster, index))).toEqual([original, original, original]);
+        expect([imageId(cluster, 0), imageId(cluster, 1)]).toEqual([original, original]);
+        expect(imageId(cluster, 2)).not.toBe(original);
+        expect(cluster.nodes.map((_, index) => imageIdentity(cluster, index))).toEqual(Array(3).fill(cluster.workloadImageIdentity));
         // The last sender out removed the save.
         expect(onNode(source, "find /var/tmp -path '*vllm-fleet-images-*' -name '*.tar'").trim()).toBe("");
         const state = JSON.stringify(await stack.exportStack());
@@ -221,9 +234,38 @@ describe("preflight, and the image copy node to node over the fabric, on 3 simul
         await stack.destroy();
     });
 
-    it("copies an update whose top layer changed as about that layer's bytes, to every node that has the old image, and serves it", async () => {
-        const [source, ...targets] = cluster.nodes;
-        // Every node has the image (a fresh cluster's, or the first test's copies): a new build of it
+    it("serves one image on both stores (preview names each node's store), and copies it from a containerd first node to a classic one", async () => {
+        // After the copies above every node has the first node's image, the third in the containerd store.
+        expect(cluster.nodes.map((_, index) => imageIdentity(cluster, index))).toEqual(Array(3).fill(cluster.workloadImageIdentity));
+        const stack = await openStack(`${name}-stores`, { workDir: workspace.dir, envVars: workspace.envVars, config: simStackConfig(cluster, MODEL_DIR) });
+        stacks.push(stack);
+        const preview = await stack.preview();
+        expect(preview.stdout).toMatch(
+            /the nodes keep images in different Docker image stores: spark1 classic \(overlay2\), spark2 classic \(overlay2\), spark3 containerd \(overlayfs\); served all the same/,
+        );
+        // Preflight passes: the same content on both stores (Docker's ids differ).
+        const up = await stack.up();
+        expect(up.summary.result).toBe("succeeded");
+        await stack.destroy();
+
+        // The other way: the containerd node first (its `docker save` exports this platform only),
+        // a classic node that lacks the image second.
+        const [classic, , containerd] = cluster.nodes;
+        onNode(classic, `docker image rm ${cluster.workloadImage} >/dev/null`);
+        const reversed = simStackConfig({ ...cluster, nodes: [containerd, classic] }, MODEL_DIR, { image: { name: cluster.workloadImage, source: "copy" } });
+        const copy = await openStack(`${name}-fromcontainerd`, { workDir: workspace.dir, envVars: workspace.envVars, config: reversed });
+        stacks.push(copy);
+        const copied = await copy.up();
+        expect(copied.summary.result).toBe("succeeded");
+        expect(JSON.stringify(await copy.exportStack())).toMatch(/image-copied [^"\\]+ bytes=\d+ millis=\d+/);
+        expect(imageIdentity(cluster, 0)).toBe(cluster.workloadImageIdentity);
+        expect(imageId(cluster, 0)).not.toBe(imageId(cluster, 2));
+        await copy.destroy();
+    });
+
+    it("copies an update whose top layer changed as about that layer's bytes to a classic node with the old image, the whole image to the containerd one, and serves it", async () => {
+        const [source, classic, containerd] = cluster.nodes;
+        // Every node has the image (a fresh cluster's, or the tests' copies above): a new build of it
         // on the first node, its top layer 8 MiB more.
         const newLayerBytes = updateTopLayer(source, cluster.workloadImage, 8 * 2 ** 20);
         const imageBytes = Number(onNode(source, `docker image inspect --format '{{.Size}}' ${cluster.workloadImage}`).trim());
@@ -240,22 +282,26 @@ describe("preflight, and the image copy node to node over the fabric, on 3 simul
         const fabricSent = txBytes(source, source.fabricIface) - fabricBefore;
         expect(cluster.nodes.map((_, index) => imageIdentity(cluster, index))).toEqual(cluster.nodes.map(() => imageIdentity(cluster, 0)));
         const exported = await stack.exportStack();
-        for (const target of targets) {
-            const received = stdoutOf(exported, `spark${target.index + 1}-image`);
-            const copied = /image-copied \S+ \S+ bytes=(\d+)/.exec(received);
-            expect(copied, received).not.toBeNull();
-            const bytes = Number(copied![1]);
+        const copiedTo = (node: SimNode) => {
+            const output = stdoutOf(exported, `spark${node.index + 1}-image`);
+            const bytes = Number(/image-copied \S+ \S+ bytes=(\d+)/.exec(output)?.[1]);
             console.log(
-                `image update to spark${target.index + 1}: ${(bytes / 2 ** 20).toFixed(2)} MiB over the fabric for a new layer of ${(newLayerBytes / 2 ** 20).toFixed(2)} MiB ` +
+                `image update to spark${node.index + 1}: ${(bytes / 2 ** 20).toFixed(2)} MiB over the fabric for a new layer of ${(newLayerBytes / 2 ** 20).toFixed(2)} MiB ` +
                     `(${(bytes / newLayerBytes).toFixed(3)}x; the image is ${(imageBytes / 2 ** 20).toFixed(0)} MiB)`,
             );
-            // The new layer, the config and the archive's small files; not the base layer.
-            expect(bytes).toBeGreaterThanOrEqual(newLayerBytes);
-            expect(bytes).toBeLessThanOrEqual(1.1 * newLayerBytes);
-        }
-        // The interface's count, framing and TCP included: about two new layers, far from one image.
-        expect(fabricSent).toBeLessThan(2 * 1.1 * newLayerBytes + 4 * 2 ** 20);
-        expect(JSON.stringify(exported)).toMatch(/layers-left-out count=1 bytes=\d+ of=2/);
+            return { output, bytes };
+        };
+        // The classic node: the new layer, the config and the archive's small files; not the base layer.
+        const toClassic = copiedTo(classic);
+        expect(toClassic.output).toMatch(/layers-left-out count=1 bytes=\d+ of=2/);
+        expect(toClassic.bytes).toBeGreaterThanOrEqual(newLayerBytes);
+        expect(toClassic.bytes).toBeLessThanOrEqual(1.1 * newLayerBytes);
+        // The containerd node: the whole image (its load needs every blob in its content store).
+        const toContainerd = copiedTo(containerd);
+        expect(toContainerd.output).toContain("layers-left-out count=0");
+        expect(toContainerd.bytes).toBeGreaterThan(0.9 * imageBytes);
+        // The interface's count, framing and TCP included: one image and about one new layer.
+        expect(fabricSent).toBeLessThan(toContainerd.bytes + 1.1 * newLayerBytes + 4 * 2 ** 20);
         // It serves, every node's rank answering, on the new image.
         const body = await complete(up.outputs.endpoint.value, "tiny-moe", up.outputs.apiKey.value);
         for (const node of cluster.nodes) {

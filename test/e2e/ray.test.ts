@@ -22,7 +22,10 @@ function containerIds(cluster: SimCluster): string[] {
 
 // Two nodes; three Ray nodes, each registered and serving on its own fabric interface, are the
 // case of fabric.test.ts.
-describe("Ray backend on 2 simulated Sparks", () => {
+// The head node keeps its images in Docker's containerd image store (the default of fresh Docker 29
+// installs), the worker in the classic one: the read of the nodes, the containers, the watchdog and
+// their replacement work on either.
+describe("Ray backend on 2 simulated Sparks (the head on the containerd image store)", () => {
     const nodes = 2;
     const name = "e2e-ray2";
     let cluster: SimCluster;
@@ -31,7 +34,7 @@ describe("Ray backend on 2 simulated Sparks", () => {
     let envVars: Record<string, string>;
 
     beforeAll(async () => {
-        ({ cluster, stack, workDir, envVars } = await simDeployment(name, nodes, { parallelism: { tensor: nodes } }));
+        ({ cluster, stack, workDir, envVars } = await simDeployment(name, nodes, { parallelism: { tensor: nodes } }, { stores: ["containerd", "classic"] }));
     });
 
     afterAll(async () => {

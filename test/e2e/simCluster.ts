@@ -27,7 +27,12 @@ export interface SimNode {
     readonly sshHostKey: string;
     /** Whether the node has the stand-in RDMA device nodes (/dev/infiniband/*). */
     readonly rdma?: boolean;
+    /** The node's Docker image store: `classic` (overlay2) or `containerd` (the containerd-snapshotter feature). */
+    readonly imageStore?: ImageStore;
 }
+
+/** A simulated node's Docker image store (sim.sh up --stores). */
+export type ImageStore = "classic" | "containerd";
 
 export interface SimCluster {
     readonly cluster: string;
@@ -35,6 +40,8 @@ export interface SimCluster {
     readonly sshPrivateKeyPath: string;
     readonly workloadImage: string;
     readonly workloadImageId: string;
+    /** The workload image's content identity (image-identity.sh): the same on every node, whatever its store. */
+    readonly workloadImageIdentity: string;
     readonly mgmtSubnet: string;
     readonly fabricSubnet: string;
     readonly nodes: readonly SimNode[];
@@ -60,6 +67,8 @@ export interface SimOptions {
     readonly noRdma?: readonly number[];
     /** The fabric interface name of each node, by index. */
     readonly fabricIfaces?: readonly string[];
+    /** The Docker image store of each node, by index (default: classic on every node). */
+    readonly stores?: readonly ImageStore[];
 }
 
 /** Brings up `nodes` simulated Sparks as cluster `name` and returns its description. */
@@ -67,6 +76,7 @@ export async function simUp(name: string, nodes: number, options: SimOptions = {
     const extra = [
         ...(options.noRdma?.length ? ["--no-rdma", options.noRdma.join(",")] : []),
         ...(options.fabricIfaces?.length ? ["--fabric-ifaces", options.fabricIfaces.join(",")] : []),
+        ...(options.stores?.length ? ["--stores", options.stores.join(",")] : []),
     ];
     await sim(["up", "-n", String(nodes), "-c", name, ...extra]);
     const file = path.join(REPO_ROOT, `test/sim/.state/${name}/cluster.json`);

@@ -223,10 +223,19 @@ else
   fail "up refuses bad --fabric-ifaces / --no-rdma" "$out $out2 $out3"
 fi
 
-# Node 1 differs from node 0 as a real pair can: its fabric port is the Spark's second one and
-# its RDMA device nodes are missing.
-UP_ARGS=(-n 2 -c "$CLUSTER" --fabric-ifaces enp1s0f1np1,enP2p1s0f1np1 --no-rdma 1)
-note "bring up 2 simulated Sparks ($CLUSTER: node 1 on enP2p1s0f1np1, without RDMA devices)"
+out="$("$SIM" up -n 2 -c "$CLUSTER" --stores classic 2>&1)" && rc=0 || rc=$?
+out2="$("$SIM" up -n 2 -c "$CLUSTER" --stores classic,zfs 2>&1)" && rc2=0 || rc2=$?
+if ((rc != 0 && rc2 != 0)) && grep -q -- "--stores needs one image store per node (2)" <<<"$out" &&
+  grep -q -- "--stores: node 1's image store must be classic or containerd (got 'zfs')" <<<"$out2"; then
+  pass "up refuses a wrong --stores count and an unknown store"
+else
+  fail "up refuses bad --stores" "$out $out2"
+fi
+
+# Node 1 differs from node 0 as a real pair can: its fabric port is the Spark's second one, its
+# RDMA device nodes are missing and its Docker keeps images in the containerd image store.
+UP_ARGS=(-n 2 -c "$CLUSTER" --fabric-ifaces enp1s0f1np1,enP2p1s0f1np1 --no-rdma 1 --stores classic,containerd)
+note "bring up 2 simulated Sparks ($CLUSTER: node 1 on enP2p1s0f1np1, without RDMA devices, containerd image store)"
 t0=$SECONDS
 if out="$("$SIM" up "${UP_ARGS[@]}" 2>&1)" && [[ -f "$STATE/cluster.json" ]] &&
   [[ "$(json_get "$STATE/cluster.json" "len(d['nodes'])")" == 2 ]]; then
@@ -260,6 +269,17 @@ else
 fi
 
 note "SSH, Docker and hardware stand-ins on the nodes"
+store_of() { ssh_on "$1" 'docker info --format "{{.ServerVersion}} {{.Driver}} {{range .DriverStatus}}{{index . 0}}={{index . 1}} {{end}}"'; }
+identity_of() { ssh_on "$1" "$(cat "$SELF_DIR/../../components/scripts/image-identity.sh"); image_identity $(json_get "$STATE/cluster.json" "d['workloadImage']")"; }
+want_identity="$(json_get "$STATE/cluster.json" "d['workloadImageIdentity']")"
+if out0="$(store_of 0 2>&1)" && out1="$(store_of 1 2>&1)" &&
+  [[ "$out0" == 26.1.* && "$out0" == *" overlay2 "* && "$out0" != *io.containerd.snapshotter* ]] &&
+  [[ "$out1" == 26.1.* && "$out1" == *" overlayfs "*"driver-type=io.containerd.snapshotter.v1"* ]] &&
+  [[ "$(identity_of 0)" == "$want_identity" && "$(identity_of 1)" == "$want_identity" ]]; then
+  pass "Docker 26.1 on both nodes: node 0 on the classic image store, node 1 on the containerd one, the same workload image on both (content identity)"
+else
+  fail "Docker 26.1 and the image stores chosen by --stores" "$out0 | $out1 | $(identity_of 0 2>&1) $(identity_of 1 2>&1) want $want_identity"
+fi
 if out="$(ssh_on 0 'id -nG; docker info --format "{{.ServerVersion}} {{.Driver}}"' 2>&1)" &&
   grep -qw docker <<<"$out" && grep -q overlay2 <<<"$out"; then
   pass "ssh spark@node0 (pinned host key) runs docker without sudo"

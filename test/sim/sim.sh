@@ -30,6 +30,10 @@ sim_die() {
 
 # shellcheck source=lib/images.sh
 source "$SIM_LIB_DIR/images.sh"
+# The product's content identity of an image (the same on both image stores and across save/load):
+# what a node's loaded workload image is checked by.
+# shellcheck source=../../components/scripts/image-identity.sh
+source "$SIM_DIR/../../components/scripts/image-identity.sh"
 
 usage() {
   sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "${BASH_SOURCE[0]}"
@@ -47,6 +51,9 @@ up options:
   --fabric-ifaces NAMES
                      comma-separated fabric interface name of each node (default: every node
                      enp1s0f1np1; a Spark's second port is enP2p1s0f1np1)
+  --stores STORES    comma-separated Docker image store of each node: classic (overlay2) or
+                     containerd (the containerd-snapshotter feature, the default of fresh Docker
+                     29 installs); default: classic on every node
 
 Environment: SIM_STATE_DIR (default test/sim/.state), XDG_CACHE_HOME (image build cache),
 SIM_DEBIAN_MIRROR, SIM_READY_TIMEOUT (seconds, default 120).
@@ -196,7 +203,7 @@ existing_nodes() { # cluster -> names, sorted by index
     --format "{{.Label \"$SIM_LABEL.node-index\"}} {{.Names}}" | sort -n | cut -d' ' -f2
 }
 
-# True when the cluster's nodes are exactly what `up` would make now (FABRIC_IFACES, RDMA).
+# True when the cluster's nodes are exactly what `up` would make now (FABRIC_IFACES, RDMA, STORES).
 cluster_reusable() { # cluster n node-tag key-id gpus slot
   local cluster="$1" n="$2" node_tag="$3" key_id="$4" gpus="$5" slot="$6" i name
   local -a names
@@ -206,7 +213,7 @@ cluster_reusable() { # cluster n node-tag key-id gpus slot
   for ((i = 0; i < n; i++)); do
     name="$(node_name "$cluster" "$i")"
     [[ "${names[$i]}" == "$name" ]] || return 1
-    [[ "$(docker inspect -f "{{.State.Running}}|{{index .Config.Labels \"$SIM_LABEL.node-image\"}}|{{index .Config.Labels \"$SIM_LABEL.key\"}}|{{index .Config.Labels \"$SIM_LABEL.gpus\"}}|{{index .Config.Labels \"$SIM_LABEL.slot\"}}|{{index .Config.Labels \"$SIM_LABEL.fabric-iface\"}}|{{index .Config.Labels \"$SIM_LABEL.rdma\"}}" "$name")" == "true|$node_tag|$key_id|$gpus|$slot|${FABRIC_IFACES[$i]}|${RDMA[$i]}" ]] || return 1
+    [[ "$(docker inspect -f "{{.State.Running}}|{{index .Config.Labels \"$SIM_LABEL.node-image\"}}|{{index .Config.Labels \"$SIM_LABEL.key\"}}|{{index .Config.Labels \"$SIM_LABEL.gpus\"}}|{{index .Config.Labels \"$SIM_LABEL.slot\"}}|{{index .Config.Labels \"$SIM_LABEL.fabric-iface\"}}|{{index .Config.Labels \"$SIM_LABEL.rdma\"}}|{{index .Config.Labels \"$SIM_LABEL.image-store\"}}" "$name")" == "true|$node_tag|$key_id|$gpus|$slot|${FABRIC_IFACES[$i]}|${RDMA[$i]}|${STORES[$i]}" ]] || return 1
   done
 }
 
@@ -222,8 +229,8 @@ create_networks() { # cluster slot
     "$(fabric_net "$cluster")" >/dev/null
 }
 
-create_node() { # cluster index slot node-tag pubkey key-id gpus fabric-iface rdma(1|0)
-  local cluster="$1" i="$2" slot="$3" node_tag="$4" pubkey="$5" key_id="$6" gpus="$7" fabric_iface="$8" rdma="$9"
+create_node() { # cluster index slot node-tag pubkey key-id gpus fabric-iface rdma(1|0) image-store
+  local cluster="$1" i="$2" slot="$3" node_tag="$4" pubkey="$5" key_id="$6" gpus="$7" fabric_iface="$8" rdma="$9" store="${10}"
   local name volume
   name="$(node_name "$cluster" "$i")"
   volume="$name-docker"
@@ -236,6 +243,7 @@ create_node() { # cluster index slot node-tag pubkey key-id gpus fabric-iface rd
     --label "$SIM_LABEL.node-image=$node_tag" --label "$SIM_LABEL.key=$key_id" \
     --label "$SIM_LABEL.gpus=$gpus" --label "$SIM_LABEL.slot=$slot" \
     --label "$SIM_LABEL.fabric-iface=$fabric_iface" --label "$SIM_LABEL.rdma=$rdma" \
+    --label "$SIM_LABEL.image-store=$store" \
     --cap-add ALL --cap-drop SYS_RESOURCE \
     --device-cgroup-rule 'c 231:* rwm' --device-cgroup-rule 'c 10:58 rwm' \
     --security-opt seccomp=unconfined --security-opt apparmor=unconfined \
@@ -247,6 +255,7 @@ create_node() { # cluster index slot node-tag pubkey key-id gpus fabric-iface rd
     --env "SIM_FABRIC_IP=192.168.$((200 + slot)).$((10 + i))" \
     --env "SIM_FABRIC_IFACE=$fabric_iface" \
     --env "SIM_RDMA=$rdma" \
+    --env "SIM_IMAGE_STORE=$store" \
     --env "SIM_GPUS=$gpus" \
     --env "SIM_AUTHORIZED_KEY=$pubkey" \
     "$node_tag" >/dev/null
@@ -273,22 +282,29 @@ wait_node_ready() { # name mgmt-ip key
   done
 }
 
-# The workload image, saved once per content hash into the cache, loaded into a node's dockerd
-# unless the node already has an image with the same id.
-load_workload() { # name workload-tag tarball
-  local name="$1" tag="$2" tarball="$3" want have
-  want="$(docker image inspect -f '{{.Id}}' "$tag")"
-  have="$(docker exec "$name" docker image inspect -f '{{.Id}}' "$tag" 2>/dev/null || true)"
+# The content identity (image-identity.sh) of an image in a node's engine, or nothing when it has
+# none: the same on the classic and the containerd store, whose Docker ids differ.
+node_image_identity() { # name image
+  local described
+  described="$(docker exec "$1" docker image inspect --format "$IMAGE_IDENTITY_FORMAT" "$2" 2>/dev/null)" || return 0
+  printf 'sha256:%s\n' "$(printf '%s\n' "$described" | sha256sum | cut -d' ' -f1)"
+}
+
+# The workload image, saved once per image id into the cache, loaded into a node's dockerd unless
+# the node already has the same content (either store loads the classic engine's save).
+load_workload() { # name workload-tag tarball identity
+  local name="$1" tag="$2" tarball="$3" want="$4" have
+  have="$(node_image_identity "$name" "$tag")"
   if [[ "$have" == "$want" ]]; then
     return 0
   fi
   docker exec -i "$name" docker load -q <"$tarball" >/dev/null
-  have="$(docker exec "$name" docker image inspect -f '{{.Id}}' "$tag" 2>/dev/null || true)"
-  [[ "$have" == "$want" ]] || sim_die "loading $tag into $name failed"
+  have="$(node_image_identity "$name" "$tag")"
+  [[ "$have" == "$want" ]] || sim_die "loading $tag into $name failed (content ${have:-missing}, not $want)"
 }
 
 write_cluster_json() { # cluster n slot workload-tag node-tag key gpus loaded
-  local cluster="$1" n="$2" slot="$3" workload_tag="$4" node_tag="$5" key="$6" gpus="$7" loaded="$8"
+  local cluster="$1" n="$2" slot="$3" workload_tag="$4" node_tag="$5" key="$6" gpus="$7" loaded="$8" described
   local dir file i name hostkey sep=""
   dir="$(state_dir "$cluster")"
   file="$dir/cluster.json"
@@ -301,6 +317,8 @@ write_cluster_json() { # cluster n slot workload-tag node-tag key gpus loaded
     printf '  "sshKnownHostsPath": %s,\n' "$(json_str "$dir/known_hosts")"
     printf '  "workloadImage": %s,\n' "$(json_str "$workload_tag")"
     printf '  "workloadImageId": %s,\n' "$(json_str "$(docker image inspect -f '{{.Id}}' "$workload_tag")")"
+    described="$(docker image inspect --format "$IMAGE_IDENTITY_FORMAT" "$workload_tag")"
+    printf '  "workloadImageIdentity": "sha256:%s",\n' "$(printf '%s\n' "$described" | sha256sum | cut -d' ' -f1)"
     printf '  "workloadImageLoaded": %s,\n' "$loaded"
     printf '  "nodeImage": %s,\n' "$(json_str "$node_tag")"
     printf '  "mgmtSubnet": "10.230.%s.0/24",\n' "$slot"
@@ -314,10 +332,10 @@ write_cluster_json() { # cluster n slot workload-tag node-tag key gpus loaded
       name="$(node_name "$cluster" "$i")"
       hostkey="$(docker exec "$name" cat /etc/ssh/ssh_host_ed25519_key.pub | cut -d' ' -f1,2)"
       printf '10.230.%s.%s %s\n' "$slot" "$((10 + i))" "$hostkey" >>"$dir/known_hosts"
-      printf '%s    {"name": %s, "index": %s, "mgmtIp": "10.230.%s.%s", "mgmtIface": %s, "fabricIp": "192.168.%s.%s", "fabricIface": %s, "rdma": %s, "sshHost": "10.230.%s.%s", "sshPort": 22, "sshUser": %s, "gpus": %s, "sshHostKey": %s}' \
+      printf '%s    {"name": %s, "index": %s, "mgmtIp": "10.230.%s.%s", "mgmtIface": %s, "fabricIp": "192.168.%s.%s", "fabricIface": %s, "rdma": %s, "imageStore": %s, "sshHost": "10.230.%s.%s", "sshPort": 22, "sshUser": %s, "gpus": %s, "sshHostKey": %s}' \
         "$sep" "$(json_str "$name")" "$i" "$slot" "$((10 + i))" "$(json_str "$SIM_MGMT_IFACE")" \
         "$((200 + slot))" "$((10 + i))" "$(json_str "${FABRIC_IFACES[$i]}")" \
-        "$([[ ${RDMA[$i]} == 1 ]] && echo true || echo false)" "$slot" "$((10 + i))" \
+        "$([[ ${RDMA[$i]} == 1 ]] && echo true || echo false)" "$(json_str "${STORES[$i]}")" "$slot" "$((10 + i))" \
         "$(json_str "$SIM_SSH_USER")" "$gpus" "$(json_str "$hostkey")"
       sep=$',\n'
     done
@@ -336,12 +354,26 @@ validate_iface_name() {
   esac
 }
 
-# Sets FABRIC_IFACES and RDMA (one entry per node) from --fabric-ifaces and --no-rdma.
-node_options() { # n fabric-ifaces-csv no-rdma-csv
-  local n="$1" ifaces="$2" no_rdma="$3" i idx
+# Sets FABRIC_IFACES, RDMA and STORES (one entry per node) from --fabric-ifaces, --no-rdma and
+# --stores.
+node_options() { # n fabric-ifaces-csv no-rdma-csv stores-csv
+  local n="$1" ifaces="$2" no_rdma="$3" stores="$4" i idx
   FABRIC_IFACES=()
   RDMA=()
-  for ((i = 0; i < n; i++)); do FABRIC_IFACES+=("$SIM_FABRIC_IFACE"); RDMA+=(1); done
+  STORES=()
+  for ((i = 0; i < n; i++)); do FABRIC_IFACES+=("$SIM_FABRIC_IFACE"); RDMA+=(1); STORES+=(classic); done
+  if [[ -n "$stores" ]]; then
+    local -a kinds
+    IFS=',' read -r -a kinds <<<"$stores"
+    ((${#kinds[@]} == n)) && [[ "$stores" != *, ]] ||
+      sim_die "--stores needs one image store per node ($n), comma-separated (got '$stores')"
+    for ((i = 0; i < n; i++)); do
+      case "${kinds[$i]}" in
+        classic | containerd) STORES[i]="${kinds[$i]}" ;;
+        *) sim_die "--stores: node $i's image store must be classic or containerd (got '${kinds[$i]}')" ;;
+      esac
+    done
+  fi
   if [[ -n "$ifaces" ]]; then
     local -a names
     IFS=',' read -r -a names <<<"$ifaces"
@@ -365,7 +397,7 @@ node_options() { # n fabric-ifaces-csv no-rdma-csv
 }
 
 cmd_up() {
-  local n=2 cluster="sim" gpus=1 slot_req="" load=1 fabric_ifaces="" no_rdma=""
+  local n=2 cluster="sim" gpus=1 slot_req="" load=1 fabric_ifaces="" no_rdma="" stores=""
   while (($# > 0)); do
     case "$1" in
       -n | --nodes) n="${2:-}"; shift ;;
@@ -375,6 +407,7 @@ cmd_up() {
       --no-load) load=0 ;;
       --no-rdma) no_rdma="${2:?$1 needs a value}"; shift ;;
       --fabric-ifaces) fabric_ifaces="${2:?$1 needs a value}"; shift ;;
+      --stores) stores="${2:?$1 needs a value}"; shift ;;
       -h | --help) usage; return ;;
       *) sim_die "up: unknown argument '$1' (see sim.sh --help)" ;;
     esac
@@ -390,7 +423,7 @@ cmd_up() {
     sim_die "--slot must be a whole number from 0 to 50 (got '$slot_req')"
   fi
   validate_cluster_name "$cluster"
-  node_options "$n" "$fabric_ifaces" "$no_rdma"
+  node_options "$n" "$fabric_ifaces" "$no_rdma" "$stores"
   sim_need_cmd ssh-keygen openssh-client
   sim_need_cmd ssh openssh-client
 
@@ -420,7 +453,7 @@ cmd_up() {
     sim_log "cluster $cluster: reusing its $n running nodes"
   else
     if [[ -n "$(docker ps -aq --filter "label=$SIM_LABEL=$cluster")$(docker network ls -q --filter "label=$SIM_LABEL=$cluster")" ]]; then
-      sim_log "cluster $cluster: exists but differs (size, image, key, gpus, slot, fabric interfaces or RDMA devices): recreating it"
+      sim_log "cluster $cluster: exists but differs (size, image, key, gpus, slot, fabric interfaces, RDMA devices or image stores): recreating it"
       remove_cluster_objects "$cluster"
       choose_slot "$cluster" "$slot_req"
       slot="$SLOT"
@@ -431,7 +464,7 @@ cmd_up() {
   exec {lock_fd}>&-
   if ((reuse == 0)); then
     for ((i = 0; i < n; i++)); do
-      create_node "$cluster" "$i" "$slot" "$node_tag" "$pubkey" "$key_id" "$gpus" "${FABRIC_IFACES[$i]}" "${RDMA[$i]}"
+      create_node "$cluster" "$i" "$slot" "$node_tag" "$pubkey" "$key_id" "$gpus" "${FABRIC_IFACES[$i]}" "${RDMA[$i]}" "${STORES[$i]}"
     done
   fi
   for ((i = 0; i < n; i++)); do
@@ -442,8 +475,10 @@ cmd_up() {
     local tarball
     # Named by the image's id, not its tag: an image rebuilt under the same tag (another cache, a
     # removed image) has another id, and a tarball of the old one would load the wrong image.
-    local image_id
+    local image_id identity described
     image_id="$(docker image inspect -f '{{.Id}}' "$workload_tag")"
+    described="$(docker image inspect --format "$IMAGE_IDENTITY_FORMAT" "$workload_tag")"
+    identity="sha256:$(printf '%s\n' "$described" | sha256sum | cut -d' ' -f1)"
     tarball="$(sim_cache_dir)/workload-${image_id#sha256:}.tar"
     # One `docker save` per image, shared by concurrent `up`s (under the build lock).
     exec {lock_fd}>"$(sim_cache_dir)/.build.lock"
@@ -456,7 +491,7 @@ cmd_up() {
     exec {lock_fd}>&-
     local -a pids=()
     for ((i = 0; i < n; i++)); do
-      load_workload "$(node_name "$cluster" "$i")" "$workload_tag" "$tarball" &
+      load_workload "$(node_name "$cluster" "$i")" "$workload_tag" "$tarball" "$identity" &
       pids+=("$!")
     done
     for i in "${pids[@]}"; do wait "$i" || sim_die "loading the workload image failed"; done
@@ -467,9 +502,9 @@ cmd_up() {
   echo "cluster $cluster: $n simulated Sparks up (ssh user $SIM_SSH_USER, key $key)"
   for ((i = 0; i < n; i++)); do
     name="$(node_name "$cluster" "$i")"
-    printf '  %-16s mgmt 10.230.%s.%-3s fabric 192.168.%s.%-3s (%s)  gpus %s  rdma %s\n' \
+    printf '  %-16s mgmt 10.230.%s.%-3s fabric 192.168.%s.%-3s (%s)  gpus %s  rdma %s  store %s\n' \
       "$name" "$slot" "$((10 + i))" "$((200 + slot))" "$((10 + i))" "${FABRIC_IFACES[$i]}" "$gpus" \
-      "$([[ ${RDMA[$i]} == 1 ]] && echo yes || echo no)"
+      "$([[ ${RDMA[$i]} == 1 ]] && echo yes || echo no)" "${STORES[$i]}"
   done
   echo "  workload image: $workload_tag$([[ $load == 1 ]] && echo ' (loaded on every node)' || echo ' (not loaded)')"
   echo "  cluster.json:   $dir/cluster.json"

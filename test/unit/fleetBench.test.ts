@@ -23,6 +23,7 @@ function cluster(nodes: number): SimCluster {
         sshPrivateKeyPath: "/tmp/id_ed25519",
         workloadImage: "vllm-fleet-sim/workload:current",
         workloadImageId: "sha256:0",
+        workloadImageIdentity: "sha256:1",
         mgmtSubnet: "10.230.7.0/24",
         fabricSubnet: "192.168.207.0/24",
         nodes: Array.from({ length: nodes }, (_, index) => ({

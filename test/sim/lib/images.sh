@@ -9,17 +9,22 @@
 # rebuilds seconds, not minutes. Every tag carries a content hash of its inputs; a warm run
 # reuses them. Editing this file rebuilds everything.
 
-readonly SIM_SUITE="bookworm"
+# The nodes run the newest Docker engine Debian offers (trixie's docker.io 26.1, with containerd
+# 1.7 and its image store); the workload image stays on bookworm, whose Python 3.11 the locked
+# wheels (workload/requirements.lock, cp311) and the stand-in's install path are made for: an
+# image's userland need not match its host's, as a vLLM image's Ubuntu does not match DGX OS.
+readonly SIM_NODE_SUITE="trixie"
+readonly SIM_WORKLOAD_SUITE="bookworm"
 readonly SIM_DEBIAN_MIRROR="${SIM_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 readonly SIM_IMAGE_NODE_REPO="vllm-fleet-sim/node"
 readonly SIM_IMAGE_WORKLOAD_REPO="vllm-fleet-sim/workload"
 readonly SIM_IMAGE_ALIAS="current"
 readonly SIM_IMAGE_PATH="/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
-# A simulated Spark: DGX OS-like userland with sshd, Docker 20.10 (Debian's docker.io), and
-# python3/rsync/curl as a real Spark has them.
+# A simulated Spark: DGX OS-like userland with sshd, Docker 26.1 (trixie's docker.io; its CLI is
+# the docker-cli package there), and python3/rsync/curl as a real Spark has them.
 readonly -a SIM_NODE_PACKAGES=(
-  openssh-server docker.io iproute2 iptables procps python3 rsync curl ca-certificates
+  openssh-server docker.io docker-cli iproute2 iptables procps python3 rsync curl ca-certificates
   iputils-ping sudo
 )
 # The workload: Debian's python3 + pip, real Ray from PyPI (workload/requirements.lock), and
@@ -36,7 +41,7 @@ sim_cache_dir() {
 sim_inputs_hash() {
   local file
   {
-    printf 'recipe %s %s\n' "$SIM_SUITE" "$SIM_DEBIAN_MIRROR"
+    printf 'recipe %s %s %s\n' "$SIM_NODE_SUITE" "$SIM_WORKLOAD_SUITE" "$SIM_DEBIAN_MIRROR"
     for file in "$SIM_LIB_DIR/images.sh" "$@"; do
       printf '== %s\n' "${file#"$SIM_DIR"/}"
       cat "$file"
@@ -134,19 +139,19 @@ sim_build_cleanup() {
   fi
 }
 
-# The cached debootstrap rootfs tarball (minbase bookworm), made on first use.
+# The cached debootstrap rootfs tarball (minbase) of a suite, made on first use.
 # Sets SIM_BASE_TARBALL.
-sim_base_rootfs() {
-  local cache key work
+sim_base_rootfs() { # suite
+  local suite="$1" cache key work
   cache="$(sim_cache_dir)"
-  key="$(printf '%s %s minbase' "$SIM_SUITE" "$SIM_DEBIAN_MIRROR" | sha256sum | cut -c1-12)"
-  SIM_BASE_TARBALL="$cache/rootfs-$SIM_SUITE-minbase-$key.tar"
+  key="$(printf '%s %s minbase' "$suite" "$SIM_DEBIAN_MIRROR" | sha256sum | cut -c1-12)"
+  SIM_BASE_TARBALL="$cache/rootfs-$suite-minbase-$key.tar"
   [[ -s "$SIM_BASE_TARBALL" ]] && return
   sim_need_cmd debootstrap debootstrap
   work="$(mktemp -d "$cache/build.XXXXXX")"
   SIM_BUILD_DIRS+=("$work")
-  sim_log "debootstrap --variant=minbase $SIM_SUITE from $SIM_DEBIAN_MIRROR (cached in $cache)"
-  if ! debootstrap --variant=minbase "$SIM_SUITE" "$work/rootfs" "$SIM_DEBIAN_MIRROR" >"$work/debootstrap.log" 2>&1; then
+  sim_log "debootstrap --variant=minbase $suite from $SIM_DEBIAN_MIRROR (cached in $cache)"
+  if ! debootstrap --variant=minbase "$suite" "$work/rootfs" "$SIM_DEBIAN_MIRROR" >"$work/debootstrap.log" 2>&1; then
     tail -n 30 "$work/debootstrap.log" >&2
     sim_die "debootstrap failed (log above)"
   fi
@@ -157,15 +162,16 @@ sim_base_rootfs() {
 
 # Unpack the base into a fresh build dir and install packages. Sets SIM_WORK (the build dir;
 # the rootfs is $SIM_WORK/rootfs).
-sim_prepare_rootfs() { # packages...
-  local rootfs
-  sim_base_rootfs
+sim_prepare_rootfs() { # suite packages...
+  local suite="$1" rootfs
+  shift
+  sim_base_rootfs "$suite"
   SIM_WORK="$(mktemp -d "$(sim_cache_dir)/build.XXXXXX")"
   SIM_BUILD_DIRS+=("$SIM_WORK")
   rootfs="$SIM_WORK/rootfs"
   mkdir -p "$rootfs"
   tar -C "$rootfs" --numeric-owner -xpf "$SIM_BASE_TARBALL"
-  printf 'deb %s %s main\n' "$SIM_DEBIAN_MIRROR" "$SIM_SUITE" >"$rootfs/etc/apt/sources.list"
+  printf 'deb %s %s main\n' "$SIM_DEBIAN_MIRROR" "$suite" >"$rootfs/etc/apt/sources.list"
   cp /etc/resolv.conf "$rootfs/etc/resolv.conf"
   # No service may start inside the chroot.
   printf '#!/bin/sh\nexit 101\n' >"$rootfs/usr/sbin/policy-rc.d"
@@ -198,7 +204,7 @@ sim_import_rootfs() { # tag docker-import-change...
 
 sim_build_node_base() { # tag
   local rootfs
-  sim_prepare_rootfs "${SIM_NODE_PACKAGES[@]}"
+  sim_prepare_rootfs "$SIM_NODE_SUITE" "${SIM_NODE_PACKAGES[@]}"
   rootfs="$SIM_WORK/rootfs"
   # DGX OS: a login user in the docker group and an administrator (sudo without a password, as
   # security.firewall needs; a Spark's first user is in the sudo group); key-only SSH; host keys
@@ -231,7 +237,7 @@ sim_build_workload_base() { # tag
   local rootfs libdir
   sim_wheels_dir
   sim_need_cmd cc gcc
-  sim_prepare_rootfs "${SIM_WORKLOAD_PACKAGES[@]}"
+  sim_prepare_rootfs "$SIM_WORKLOAD_SUITE" "${SIM_WORKLOAD_PACKAGES[@]}"
   rootfs="$SIM_WORK/rootfs"
   mkdir -p "$rootfs/tmp/wheels"
   cp "$SIM_WHEELS"/*.whl "$rootfs/tmp/wheels/"
