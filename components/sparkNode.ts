@@ -130,7 +130,7 @@ export class SparkNode extends pulumi.ComponentResource implements NodeAccess {
             {
                 connection: this.connection,
                 create: vars.apply((common) => scriptProgram(["image-identity", "image-receive"], { ...common, BIND_IP: delivery.targetIp, SENDER_IP: delivery.sourceIp })),
-                peer: { connection: source.connection, program: vars.apply((common) => scriptProgram(["image-identity", "image-send"], { ...common, TARGET_IP: delivery.targetIp })) },
+                peer: { connection: source.connection, program: vars.apply((common) => scriptProgram(["image-identity", "image-send"], { ...common, TARGET_IP: delivery.targetIp, IMAGE_LAYERS: readScript("image-layers.py") })) },
                 peerFiles: { peer: source.sshFiles, self: this.sshFiles },
             },
             { parent: this },

@@ -4,19 +4,22 @@ A byte stream from one node to another over the fabric, nothing through the oper
 (the image copy of image.source copy: `docker save` on one node into `docker load` on another).
 This file travels whole to a node (its text is the program a node runs), so it is one file.
 
-  receive BIND_IP PORT SENDER_IP [--have] -- COMMAND...
+  receive BIND_IP PORT SENDER_IP [--have] [--note FILE] -- COMMAND...
       Listens on BIND_IP:PORT (the node's fabric address) for one sender, from SENDER_IP only,
       authenticated both ways with FLEET_SECRET (HMAC over fresh nonces; the secret never travels),
       and writes the stream into COMMAND's standard input. A stream that ends without its end mark
       (the sender died, the link broke) kills COMMAND instead of closing its input, so it takes in
       nothing half-sent. With --have it tells the sender it has the data already and receives
-      nothing. Waits at most FLEET_WAIT_SECONDS (120) for the sender, and stops waiting when its
-      own controller is gone (its standard output closed). Exit: COMMAND's status, or 3 when the
-      stream broke, 4 when no sender came.
-  send TARGET_IP PORT [--size BYTES] -- COMMAND...
+      nothing; with --note it hands the sender FILE's bytes (at most 8 MiB) with its answer, once
+      the sender proved the secret (the image copy: which layers this node has). Waits at most
+      FLEET_WAIT_SECONDS (120) for the sender, and stops waiting when its own controller is gone
+      (its standard output closed). Exit: COMMAND's status, or 3 when the stream broke, 4 when no
+      sender came.
+  send TARGET_IP PORT [--size BYTES] [--note-out FILE] -- COMMAND...
       Connects to the receiver (retrying for FLEET_WAIT_SECONDS while it starts), authenticates,
-      runs COMMAND and streams its standard output in frames, then an end mark, and waits for the
-      receiver's verdict (its COMMAND's status). Exit 0 only when the receiver's COMMAND succeeded
+      writes the receiver's note into FILE (empty when it gave none), runs COMMAND and streams its
+      standard output in frames, then an end mark, and waits for the receiver's verdict (its
+      COMMAND's status). Exit 0 only when the receiver's COMMAND succeeded
       or it had the data already.
 
   receive-files BIND_IP PORT SENDER_IP DIR
@@ -152,7 +155,7 @@ def controller_gone():
     return any(event & (select.POLLERR | select.POLLHUP) for _, event in poller.poll(0))
 
 
-def greet_sender(conn, address, sender_ip, secret, have):
+def greet_sender(conn, address, sender_ip, secret, have, note=b""):
     """The handshake of the receiving side; the connection, or None when refused (said why)."""
     if address != sender_ip:
         sys.stderr.write(f"refused a connection from {address} (only {sender_ip} may send)\n")
@@ -165,7 +168,8 @@ def greet_sender(conn, address, sender_ip, secret, have):
         their_nonce, _, proof = read_line(conn).partition(b" ")
         if not hmac.compare_digest(proof, mac(secret, b"sender", nonce)) or len(their_nonce) != 32:
             raise ConnectionError("the sender does not know the secret")
-        conn.sendall(mac(secret, b"receiver", their_nonce) + (b" HAVE\n" if have else b" SEND\n"))
+        answer = b" HAVE\n" if have else (b" SEND %d\n" % len(note) + note if note else b" SEND\n")
+        conn.sendall(mac(secret, b"receiver", their_nonce) + answer)
         return conn
     except (ConnectionError, OSError) as error:
         sys.stderr.write(f"refused a sender from {address}: {error}\n")
@@ -173,24 +177,24 @@ def greet_sender(conn, address, sender_ip, secret, have):
         return None
 
 
-def accept_greeted(server, timeout, sender_ip, secret, have):
+def accept_greeted(server, timeout, sender_ip, secret, have, note=b""):
     """The next connection within `timeout` seconds, when it passes the handshake; else None."""
     server.settimeout(timeout)
     try:
         conn, (address, _) = server.accept()
     except socket.timeout:
         return None
-    return greet_sender(conn, address, sender_ip, secret, have)
+    return greet_sender(conn, address, sender_ip, secret, have, note)
 
 
-def accept_sender(server, sender_ip, secret, have, deadline):
+def accept_sender(server, sender_ip, secret, have, note, deadline):
     """The first connection from sender_ip that proves the secret; others are refused and waited past."""
     while True:
         if time.monotonic() > deadline:
             fail(4, f"no sender from {sender_ip} within {env_seconds('FLEET_WAIT_SECONDS', 120):.0f} s")
         if controller_gone():
             fail(4, "the controlling session ended before a sender came")
-        conn = accept_greeted(server, 1.0, sender_ip, secret, have)
+        conn = accept_greeted(server, 1.0, sender_ip, secret, have, note)
         if conn is not None:
             return conn
 
@@ -198,6 +202,13 @@ def accept_sender(server, sender_ip, secret, have, deadline):
 def receive(args):
     bind_ip, port, sender_ip = args[0], int(args[1]), args[2]
     have = "--have" in args[3:]
+    options = args[3 : args.index("--")] if "--" in args else args[3:]
+    note = b""
+    if "--note" in options:
+        with open(options[options.index("--note") + 1], "rb") as source:
+            note = source.read(MAX_FRAME + 1)
+        if len(note) > MAX_FRAME:
+            fail(2, f"a note of more than {MAX_FRAME} bytes")
     command = args[args.index("--") + 1 :] if "--" in args else []
     secret = os.environ["FLEET_SECRET"].encode()
     server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -205,7 +216,7 @@ def receive(args):
     server.bind((bind_ip, port))
     server.listen(4)
     say(f"receiving on {bind_ip}:{port} from {sender_ip}")
-    conn = accept_sender(server, sender_ip, secret, have, time.monotonic() + env_seconds("FLEET_WAIT_SECONDS", 120))
+    conn = accept_sender(server, sender_ip, secret, have, note, time.monotonic() + env_seconds("FLEET_WAIT_SECONDS", 120))
     server.close()
     if have:
         conn.close()
@@ -274,7 +285,8 @@ def connect(target_ip, port, deadline):
 
 
 def greet_receiver(target_ip, port):
-    """Connects and does the sending side's handshake: the connection and the receiver's verdict."""
+    """Connects and does the sending side's handshake: the connection, the receiver's verdict
+    (SEND or HAVE) and the note it gave with it (b"" when none)."""
     secret = os.environ["FLEET_SECRET"].encode()
     conn = connect(target_ip, port, time.monotonic() + env_seconds("FLEET_WAIT_SECONDS", 120))
     conn.settimeout(30)
@@ -284,22 +296,30 @@ def greet_receiver(target_ip, port):
             raise ConnectionError("not a fleet receiver")
         mine = os.urandom(16).hex().encode()
         conn.sendall(mine + b" " + mac(secret, b"sender", nonce) + b"\n")
-        proof, _, verdict = read_line(conn).partition(b" ")
+        proof, _, answer = read_line(conn).partition(b" ")
         if not hmac.compare_digest(proof, mac(secret, b"receiver", mine)):
             raise ConnectionError("the receiver does not know the secret")
+        verdict, _, length = answer.partition(b" ")
+        if length and not (length.isdigit() and int(length) <= MAX_FRAME):
+            raise ConnectionError(f"a note of {length[:20]!r} bytes")
+        note = read_exact(conn, int(length)) if length else b""
     except (ConnectionError, OSError) as error:
         fail(5, f"handshake with {target_ip}:{port} failed: {error}")
-    return conn, verdict
+    return conn, verdict, note
 
 
 def send(args):
     target_ip, port = args[0], int(args[1])
-    size = int(args[args.index("--size") + 1]) if "--size" in args[2:] else None
+    options = args[2 : args.index("--")]
+    size = int(options[options.index("--size") + 1]) if "--size" in options else None
     command = args[args.index("--") + 1 :]
-    conn, verdict = greet_receiver(target_ip, port)
+    conn, verdict, note = greet_receiver(target_ip, port)
     if verdict == b"HAVE":
         say(f"stream-skipped ({target_ip} has it already)")
         return 0
+    if "--note-out" in options:
+        with open(options[options.index("--note-out") + 1], "wb") as sink:
+            sink.write(note)
     conn.settimeout(env_seconds("FLEET_IDLE_SECONDS", 120))
     conn.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)
     producer = subprocess.Popen(command, stdout=subprocess.PIPE, bufsize=0)
@@ -553,7 +573,7 @@ def send_files(args):
             continue
         listed.append((name, status))
     # The quick check on the first connection, which then carries files too.
-    first, _ = greet_receiver(target_ip, port)
+    first, _, _ = greet_receiver(target_ip, port)
     idle = env_seconds("FLEET_IDLE_SECONDS", 120)
     try:
         first.settimeout(idle)
@@ -583,7 +603,7 @@ def send_files(args):
             conn = first
         else:
             try:
-                conn, _ = greet_receiver(target_ip, port)
+                conn, _, _ = greet_receiver(target_ip, port)
             except SystemExit:
                 errors[index] = "no handshake"
                 return
@@ -629,7 +649,8 @@ def send_files(args):
 
 MODES = {"receive": receive, "send": send, "receive-files": receive_files, "send-files": send_files}
 USAGE = (
-    "usage: fabric-stream.py receive BIND_IP PORT SENDER_IP [--have] -- COMMAND... | send TARGET_IP PORT [--size BYTES] -- COMMAND..."
+    "usage: fabric-stream.py receive BIND_IP PORT SENDER_IP [--have] [--note FILE] -- COMMAND..."
+    " | send TARGET_IP PORT [--size BYTES] [--note-out FILE] -- COMMAND..."
     " | receive-files BIND_IP PORT SENDER_IP DIR | send-files TARGET_IP PORT DIR [--streams K] < NAMES"
 )
 

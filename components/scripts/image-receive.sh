@@ -5,9 +5,11 @@
 # node runs image-send.sh; nothing passes through the machine running Pulumi. Images are compared
 # by content identity (image-identity.sh), not by Docker's id: the two nodes may keep images in
 # different stores (classic, containerd), where one image has two ids. A node that already has the
-# wanted content tells the sender so and receives nothing. After a load the tag must name the wanted
-# content: a broken or wrong copy leaves the tag removed (never a wrong image) and fails, so the
-# next `pulumi up` copies again.
+# wanted content tells the sender so and receives nothing. Otherwise it tells the sender which
+# layers it has (its store, and each image's ordered layer diff ids: layers_offer), and the sender
+# leaves out of the stream the layers it may (image-layers.py says when). After a load the tag must
+# name the wanted content, whatever was left out: a broken or wrong copy leaves the tag removed
+# (never a wrong image) and fails, so the next `pulumi up` copies again.
 # Inputs: IMAGE, WANT_IDENTITY, BIND_IP (this node's fabric address), SENDER_IP, PORT, SECRET,
 # FABRIC_STREAM; runs after image-identity.sh.
 set -euo pipefail
@@ -20,10 +22,26 @@ if [ "$(identity)" = "$WANT_IDENTITY" ]; then
   echo "image-present $IMAGE $WANT_IDENTITY"
   exit 0
 fi
+# What this node has, for the sender: `store classic|containerd`, then `image DIFF_ID...` per image
+# (all of them, untagged too: every layer of an image on the classic store is in its layer store).
+# A listing that fails offers nothing, and the whole image comes.
+layers_offer() {
+  local store
+  store="$(image_store)"
+  if grep -qx 'driver-type=io.containerd.snapshotter.v1' <<<"$store"; then
+    echo "store containerd"
+    return 0
+  fi
+  echo "store classic"
+  docker image ls --all --quiet --no-trunc 2>/dev/null | sort -u |
+    xargs -r docker image inspect --format 'image{{range .RootFS.Layers}} {{.}}{{end}}' 2>/dev/null || true
+}
 out="$(mktemp)"
-trap 'rm -f "$out"' EXIT
+offer="$(mktemp)"
+trap 'rm -f "$out" "$offer"' EXIT
+layers_offer >"$offer"
 status=0
-receive -- docker load | tee "$out" || status=$?
+receive --note "$offer" -- docker load | tee "$out" || status=$?
 now="$(identity)"
 if [ "$now" != "$WANT_IDENTITY" ]; then
   # What the tag names now, if anything: other content (or none for this node's platform).

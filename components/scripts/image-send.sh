@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Sending side of an image copy, on the first node: `docker save` streamed over the fabric to the
-# receiver of image-receive.sh on the target (fabric-stream.py), with the per-copy secret. One save
-# serves every node copied to at once: the first sender starts `docker save` into a file here
+# receiver of image-receive.sh on the target (fabric-stream.py), with the per-copy secret, without
+# the layers the target said it has (image-layers.py: an update moves only its new layers). One save
+# serves every node copied to at once, each sender thinning it for its own target: the first sender starts `docker save` into a file here
 # (detached, so it outlives that sender's session), every sender streams the file as it grows
 # (tail --pid), and the last one out removes it (and stops a save nobody reads any more). A save
 # that failed, or whose saver died without a word (a reboot), is started again. Refuses when this
 # node's image is no longer the one the run read, by content identity (image-identity.sh): the
 # target would get other content.
 # Inputs: IMAGE, WANT_IDENTITY, TARGET_IP (the receiver's fabric address), PORT, SECRET,
-# FABRIC_STREAM; runs after image-identity.sh.
+# FABRIC_STREAM, IMAGE_LAYERS (image-layers.py's text); runs after image-identity.sh.
 set -euo pipefail
 
 have="$(image_identity "$IMAGE" 2>/dev/null || true)"
@@ -16,7 +17,8 @@ if [ "$have" != "$WANT_IDENTITY" ]; then
   echo "$IMAGE here is ${have:-missing}, not $WANT_IDENTITY as read at the start of this run (content identities)" >&2
   exit 1
 fi
-size="$(docker image inspect --format '{{.Size}}' "$IMAGE")"
+# The saved image's ordered layer diff ids (what image-layers.py may leave out).
+read -r -a diff_ids <<<"$(docker image inspect --format '{{range .RootFS.Layers}}{{.}} {{end}}' "$IMAGE")"
 dir="${TMPDIR:-/var/tmp}/vllm-fleet-images-$(id -u)"
 mkdir -p "$dir"
 chmod 700 "$dir"
@@ -49,11 +51,18 @@ fi
 flock -s 9
 flock -u 8
 saver="$(cat "$base.pid")"
-# The stream: the file from its first byte, following it until the saver ends; then the save's own
-# verdict (a failed save must not reach the target as a whole image: no end mark is sent).
-follow='tail -c +1 -s 0.1 --pid="$1" -f "$2.tar" && [ "$(cat "$2.status" 2>/dev/null)" = 0 ] || { echo "docker save failed: $(cat "$2.err" 2>/dev/null)" >&2; exit 1; }'
+# The stream: the file from its first byte, following it until the saver ends, less the layers the
+# target offered (the receiver's note); then the save's own verdict (a failed save must not reach
+# the target as a whole image: no end mark is sent).
+offer="$(mktemp)"
+# shellcheck disable=SC2016
+follow='python3 -c "$1" "$3.tar" "$2" "$4" -- "${@:5}" 2>"$4.left" || { cat "$4.left" >&2; exit 1; }
+[ "$(cat "$3.status" 2>/dev/null)" = 0 ] || { echo "docker save failed: $(cat "$3.err" 2>/dev/null)" >&2; exit 1; }'
 status=0
-FLEET_SECRET="$SECRET" python3 -c "$FABRIC_STREAM" send "$TARGET_IP" "$PORT" --size "$size" -- bash -c "$follow" _ "$saver" "$base" || status=$?
+FLEET_SECRET="$SECRET" python3 -c "$FABRIC_STREAM" send "$TARGET_IP" "$PORT" --note-out "$offer" -- bash -c "$follow" _ "$IMAGE_LAYERS" "$saver" "$base" "$offer" "${diff_ids[@]}" || status=$?
+# What was left out (`layers-left-out count=K bytes=N of=L`), in the step's output.
+cat "$offer.left" 2>/dev/null || true
+rm -f "$offer" "$offer.left"
 # The last sender out removes the save (stopping it when it still runs: nobody reads it).
 flock -u 9
 flock -x 8

@@ -1,4 +1,4 @@
-/** The benchmark's command line: `--runs K`, `--nodes 2,4`, `--out DIR`, `--fabric-only`, `--fleet`. */
+/** The benchmark's command line: `--runs K`, `--nodes 2,4`, `--out DIR`, `--fabric-only`, `--fleet`, `--image-update`. */
 import * as path from "path";
 import { REPO_ROOT } from "../automation";
 import { invocationDir } from "../../tools/command";
@@ -12,15 +12,18 @@ export interface BenchOptions {
     readonly fabricOnly?: boolean;
     /** Fleets of services (./fleet.ts): one TP-2 service per pair of nodes at each node count, and issue 23's fleet. */
     readonly fleet?: boolean;
+    /** An image update copied to a node with the build before (./imageUpdate.ts): bytes over the fabric against the new layer. */
+    readonly imageUpdate?: boolean;
 }
 
-/** Parses `--runs K`, `--nodes 2,4`, `--out DIR`, `--fabric-only` and `--fleet` (default nodes then 2,4,8). */
+/** Parses `--runs K`, `--nodes 2,4`, `--out DIR`, `--fabric-only`, `--fleet` (default nodes then 2,4,8) and `--image-update` (2 nodes). */
 export function parseBenchArgs(argv: readonly string[]): BenchOptions {
     let runs = 3;
     let nodeCounts: number[] | undefined;
     let fleet = false;
     let outDir = path.join(REPO_ROOT, "bench-report");
     let fabricOnly = false;
+    let imageUpdate = false;
     for (let index = 0; index < argv.length; index++) {
         const flag = argv[index];
         const value = argv[index + 1];
@@ -34,28 +37,34 @@ export function parseBenchArgs(argv: readonly string[]): BenchOptions {
             fabricOnly = true;
         } else if (flag === "--fleet") {
             fleet = true;
+        } else if (flag === "--image-update") {
+            imageUpdate = true;
         } else if (flag === "--out" && value !== undefined) {
             outDir = path.resolve(invocationDir(), value);
             index++;
         } else {
-            throw new Error(`unknown argument ${flag}; usage: bench [--runs K] [--nodes 2,4] [--out DIR] [--fabric-only | --fleet]`);
+            throw new Error(`unknown argument ${flag}; usage: bench [--runs K] [--nodes 2,4] [--out DIR] [--fabric-only | --fleet | --image-update]`);
         }
     }
     if (!Number.isInteger(runs) || runs < 1) {
         throw new Error(`--runs must be a positive integer, not ${runs}`);
     }
+    const nodesGiven = nodeCounts !== undefined;
     nodeCounts ??= fleet ? [2, 4, 8] : [2, 4];
     if (nodeCounts.length === 0 || nodeCounts.some((count) => !Number.isInteger(count) || count < 1 || count > 8)) {
         throw new Error(`--nodes must list node counts 1..8, not ${nodeCounts.join(",")}`);
     }
-    if (fleet && fabricOnly) {
-        throw new Error("--fleet and --fabric-only are two benchmarks: give one");
+    if ([fleet, fabricOnly, imageUpdate].filter(Boolean).length > 1) {
+        throw new Error("--fleet, --fabric-only and --image-update are separate benchmarks: give one");
+    }
+    if (imageUpdate && nodesGiven && nodeCounts.join(",") !== "2") {
+        throw new Error(`--image-update copies between 2 nodes: leave out --nodes (not ${nodeCounts.join(",")})`);
     }
     if (fleet && nodeCounts.some((count) => count % 2 !== 0)) {
         throw new Error(`--fleet deploys one TP-2 service per pair of nodes: --nodes must list even counts, not ${nodeCounts.join(",")}`);
     }
-    if (fabricOnly) {
+    if (fabricOnly || imageUpdate) {
         nodeCounts = [2];
     }
-    return { runs, nodeCounts: [...new Set(nodeCounts)].sort((a, b) => a - b), outDir, fabricOnly, fleet };
+    return { runs, nodeCounts: [...new Set(nodeCounts)].sort((a, b) => a - b), outDir, fabricOnly, fleet, imageUpdate };
 }

@@ -23,6 +23,9 @@
  * -vllm-change}.svg (the median run of each), timeline-<N>nodes{,-parallel1}-run<k>.svg (every cold
  * up), and for each median run events-*.jsonl + export-*.json (input of `npm run timeline`).
  * Simulated clusters are named bench<N> and removed at the end, also on failure or Ctrl-C.
+ *
+ * With `--image-update`, an image update copied to a node that has the build before (issue 24:
+ * ./imageUpdate.ts): a report of its own.
  */
 import * as fs from "fs";
 import * as path from "path";
@@ -30,6 +33,7 @@ import { simDown } from "../e2e/simCluster";
 import { parseBenchArgs } from "./args";
 import { measureFabric } from "./fabric";
 import { runFleetBench } from "./fleet";
+import { runImageUpdateBench } from "./imageUpdate";
 import { log } from "./log";
 import { Deployment, Measurements, baselineRound, prepare, round } from "./rounds";
 import { sshRoundTripSeconds } from "./ssh";
@@ -40,6 +44,12 @@ async function main(): Promise<void> {
     if (options.fleet) {
         // Fleets of services (./fleet.ts): a report of its own.
         if (!(await runFleetBench(options))) {
+            process.exit(1);
+        }
+        return;
+    }
+    if (options.imageUpdate) {
+        if (!(await runImageUpdateBench(options))) {
             process.exit(1);
         }
         return;

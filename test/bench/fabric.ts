@@ -109,7 +109,10 @@ export async function measureFabric(cluster: SimCluster): Promise<FabricThroughp
         .map(Number);
 
     log("fabric: image copy node to node");
-    await inNode(target.name, `docker image rm ${image} >/dev/null`);
+    // The image under every tag (the proving ground tags it `:current` too): a node that kept a layer
+    // of it would be sent less (image-layers.py) and load less.
+    const removeImage = `docker image rm --force "$(docker image inspect --format '{{.Id}}' ${image})" >/dev/null`;
+    await inNode(target.name, removeImage);
     // By content identity, as the copy compares them (components/scripts/image-identity.sh).
     const identityOf = (node: string) =>
         execFileSync("docker", ["exec", node, "bash", "-c", `${readScript("image-identity")}\nimage_identity "$1"`, "_", image], { encoding: "utf8" }).trim();
@@ -120,7 +123,7 @@ export async function measureFabric(cluster: SimCluster): Promise<FabricThroughp
     const start = Date.now();
     const [received, sent] = await Promise.all([
         overSsh(cluster, 1, scriptProgram(["image-identity", "image-receive"], { ...common, BIND_IP: target.fabricIp, SENDER_IP: source.fabricIp })),
-        overSsh(cluster, 0, scriptProgram(["image-identity", "image-send"], { ...common, TARGET_IP: target.fabricIp })),
+        overSsh(cluster, 0, scriptProgram(["image-identity", "image-send"], { ...common, TARGET_IP: target.fabricIp, IMAGE_LAYERS: readScript("image-layers.py") })),
     ]);
     const imageSeconds = (Date.now() - start) / 1000;
     const after = { mgmt: txBytes(source.name, mgmtIface), fabric: txBytes(source.name, source.fabricIface) };
@@ -131,12 +134,12 @@ export async function measureFabric(cluster: SimCluster): Promise<FabricThroughp
     log(`fabric: ${received.stdout.trim().split("\n").pop()}`);
 
     log("fabric: docker load alone on the second node (from a file saved there, not timed)");
-    await inNode(target.name, `docker save ${image} > /tmp/bench-image.tar && docker image rm ${image} >/dev/null`);
+    await inNode(target.name, `docker save ${image} > /tmp/bench-image.tar && ${removeImage}`);
     const loadSeconds = Number((await inNode(target.name, `s=$(date +%s%N); docker load < /tmp/bench-image.tar >/dev/null; echo $((($(date +%s%N) - s) / 1000000))`)).trim()) / 1000;
     await inNode(target.name, "rm -f /tmp/bench-image.tar");
 
     log("fabric: image copy through this machine (docker save | ssh | ssh | docker load, the way before the node-to-node copy)");
-    await inNode(target.name, `docker image rm ${image} >/dev/null`);
+    await inNode(target.name, removeImage);
     const ssh = (index: number) => ["ssh", ...sshArgs(cluster, index)].join(" ");
     const viaOperatorSeconds = await timed(`${ssh(0)} docker save ${image} | ${ssh(1)} docker load >/dev/null`);
     const loadedVia = identityOf(target.name);

@@ -2,13 +2,13 @@
  * End to end on simulated Sparks: what preflight catches before any container starts (a node whose
  * image differs or is missing, a node missing a weight file, a model that cannot fit), and what
  * fixes the first two: the image copied node to node over the fabric, to every node that lacks it at
- * once (a broken copy leaves no image and the next up retries it), and the weights over the fabric
- * (the big files in plain streams, continuing a part a broken run left; rsync for the rest); and
- * image.source pull from the proving ground's registry, by digest and by tag. The third node keeps
- * its images in Docker's containerd image store, the others in the classic one: one image has other
- * Docker ids there, the same content identity, and the copy goes both ways; the pull by digest works
- * on both. Real SSH, Docker, rsync and registry (Debian's docker-registry); the GPU, the fabric link
- * and vLLM are stand-ins.
+ * once (a broken copy leaves no image and the next up retries it; an update moves only the layers a
+ * node on the classic store lacks), and the weights over the fabric (the big files in plain streams,
+ * continuing a part a broken run left; rsync for the rest); and image.source pull from the proving
+ * ground's registry, by digest and by tag. The third node keeps its images in Docker's containerd
+ * image store, the others in the classic one: one image has other Docker ids there, the same content
+ * identity, and the copy goes both ways; the pull by digest works on both. Real SSH, Docker, rsync
+ * and registry (Debian's docker-registry); the GPU, the fabric link and vLLM are stand-ins.
  */
 import { execFile, execFileSync, execSync } from "child_process";
 import { createHash } from "crypto";
@@ -18,6 +18,7 @@ import { EngineEvent, Stack } from "@pulumi/pulumi/automation";
 import { readScript, shQuote } from "../../components/shell";
 import { parseImageName } from "../../infra/core/image";
 import { openStack } from "../automation";
+import { updateTopLayer } from "./imageUpdate";
 import { SimCluster, SimNode, complete, onNode, putTinyModel, simPush, simStackConfig, simUp, tearDown, tempWorkspace } from "./simCluster";
 
 const MODEL_DIR = "/home/spark/models/tiny-moe";
@@ -155,11 +156,14 @@ describe("preflight, and the image copy node to node over the fabric, on 3 simul
 
     it("refuses differing images, then copies to 2 nodes at once over the fabric; a broken copy leaves no image and the next up retries it", async () => {
         const [source, drifted, empty] = cluster.nodes;
-        // Same tag, another image: what a node that pulled a moving tag at another time has.
+        // Same tag, another image sharing no layer with the first node's (the copy sends it whole):
+        // what a node that pulled a moving tag long ago has. The original goes, untagged too.
         onNode(
             drifted,
-            `docker run --name drift --entrypoint sh ${cluster.workloadImage} -c 'echo drift > /drift' && docker commit drift ${cluster.workloadImage} >/dev/null && docker rm drift >/dev/null`,
+            `old=$(docker image inspect --format '{{.Id}}' ${cluster.workloadImage}) && docker run --name drift --entrypoint sh ${cluster.workloadImage} -c 'echo drift > /drift' && ` +
+                `docker export drift | docker import - ${cluster.workloadImage} >/dev/null && docker rm drift >/dev/null && docker image rm "$old" >/dev/null`,
         );
+        // On the containerd store: the copy sends it the whole image whatever it keeps (image-layers.py).
         onNode(empty, `docker image rm ${cluster.workloadImage} >/dev/null`);
         const original = imageId(cluster, 0);
         expect(imageId(cluster, 1)).not.toBe(original);
@@ -279,6 +283,53 @@ describe("preflight, and the image copy node to node over the fabric, on 3 simul
         expect(imageIdentity(cluster, 0)).toBe(cluster.workloadImageIdentity);
         expect(imageId(cluster, 0)).not.toBe(imageId(cluster, 2));
         await copy.destroy();
+    });
+
+    it("copies an update whose top layer changed as about that layer's bytes to a classic node with the old image, the whole image to the containerd one, and serves it", async () => {
+        const [source, classic, containerd] = cluster.nodes;
+        // Every node has the image (a fresh cluster's, or the tests' copies above): a new build of it
+        // on the first node, its top layer 8 MiB more.
+        const newLayerBytes = updateTopLayer(source, cluster.workloadImage, 8 * 2 ** 20);
+        const imageBytes = Number(onNode(source, `docker image inspect --format '{{.Size}}' ${cluster.workloadImage}`).trim());
+        expect(imageIdentity(cluster, 1)).not.toBe(imageIdentity(cluster, 0));
+        const stack = await openStack(`${name}-update`, {
+            workDir: workspace.dir,
+            envVars: workspace.envVars,
+            config: simStackConfig(cluster, MODEL_DIR, { image: { name: cluster.workloadImage, source: "copy" } }),
+        });
+        stacks.push(stack);
+        const fabricBefore = txBytes(source, source.fabricIface);
+        const up = await stack.up();
+        expect(up.summary.result).toBe("succeeded");
+        const fabricSent = txBytes(source, source.fabricIface) - fabricBefore;
+        expect(cluster.nodes.map((_, index) => imageIdentity(cluster, index))).toEqual(cluster.nodes.map(() => imageIdentity(cluster, 0)));
+        const exported = await stack.exportStack();
+        const copiedTo = (node: SimNode) => {
+            const output = stdoutOf(exported, `spark${node.index + 1}-image`);
+            const bytes = Number(/image-copied \S+ \S+ bytes=(\d+)/.exec(output)?.[1]);
+            console.log(
+                `image update to spark${node.index + 1}: ${(bytes / 2 ** 20).toFixed(2)} MiB over the fabric for a new layer of ${(newLayerBytes / 2 ** 20).toFixed(2)} MiB ` +
+                    `(${(bytes / newLayerBytes).toFixed(3)}x; the image is ${(imageBytes / 2 ** 20).toFixed(0)} MiB)`,
+            );
+            return { output, bytes };
+        };
+        // The classic node: the new layer, the config and the archive's small files; not the base layer.
+        const toClassic = copiedTo(classic);
+        expect(toClassic.output).toMatch(/layers-left-out count=1 bytes=\d+ of=2/);
+        expect(toClassic.bytes).toBeGreaterThanOrEqual(newLayerBytes);
+        expect(toClassic.bytes).toBeLessThanOrEqual(1.1 * newLayerBytes);
+        // The containerd node: the whole image (its load needs every blob in its content store).
+        const toContainerd = copiedTo(containerd);
+        expect(toContainerd.output).toContain("layers-left-out count=0");
+        expect(toContainerd.bytes).toBeGreaterThan(0.9 * imageBytes);
+        // The interface's count, framing and TCP included: one image and about one new layer.
+        expect(fabricSent).toBeLessThan(toContainerd.bytes + 1.1 * newLayerBytes + 4 * 2 ** 20);
+        // It serves, every node's rank answering, on the new image.
+        const body = await complete(up.outputs.endpoint.value, "tiny-moe", up.outputs.apiKey.value);
+        for (const node of cluster.nodes) {
+            expect(body.choices[0].text).toContain(node.fabricIp);
+        }
+        await stack.destroy();
     });
 
     it("refuses a node missing weight files, naming the first, then fixes both over the fabric, at once, in parallel streams; a later change continues a part and deletes what went", async () => {

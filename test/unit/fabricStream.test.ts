@@ -148,6 +148,33 @@ describe("fabric-stream.py", () => {
         expect(sender.stderr).not.toContain("ran");
     });
 
+    it("hands the receiver's note to the sender before the sender's command runs (the layers an image copy target has)", async () => {
+        const dir = scratch();
+        const port = String(nextPort++);
+        const note = "store classic\nimage sha256:aa sha256:bb\n".repeat(2000);
+        fs.writeFileSync(`${dir}/note`, note);
+        const receiver = run(["receive", "127.0.0.1", port, "127.0.0.1", "--note", `${dir}/note`, "--", "sh", "-c", `cat > ${dir}/out`], "k");
+        // The sender's command streams the note it was handed back: it was there before the command ran.
+        const sender = await run(["send", "127.0.0.1", port, "--note-out", `${dir}/got`, "--", "cat", `${dir}/got`], "k");
+        expect((await receiver).code).toBe(0);
+        expect(sender.code).toBe(0);
+        expect(fs.readFileSync(`${dir}/got`, "utf8")).toBe(note);
+        expect(fs.readFileSync(`${dir}/out`, "utf8")).toBe(note);
+        fs.rmSync(dir, { recursive: true, force: true });
+    });
+
+    it("writes an empty note when the receiver gave none", async () => {
+        const dir = scratch();
+        const port = String(nextPort++);
+        fs.writeFileSync(`${dir}/got`, "stale");
+        const receiver = run(["receive", "127.0.0.1", port, "127.0.0.1", "--", "sh", "-c", "cat >/dev/null"], "k");
+        const sender = await run(["send", "127.0.0.1", port, "--note-out", `${dir}/got`, "--", "echo", "data"], "k");
+        expect((await receiver).code).toBe(0);
+        expect(sender.code).toBe(0);
+        expect(fs.readFileSync(`${dir}/got`, "utf8")).toBe("");
+        fs.rmSync(dir, { recursive: true, force: true });
+    });
+
     it("fails the sender when the receiver's command fails", async () => {
         const port = String(nextPort++);
         const receiver = run(["receive", "127.0.0.1", port, "127.0.0.1", "--", "sh", "-c", "cat >/dev/null; exit 9"], "k");
