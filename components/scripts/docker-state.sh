@@ -47,6 +47,11 @@ remove_container() {
         ;;
       removing) ;; # another removal is under way ("removal of container ... is already in progress"): its end is awaited
       *)
+        # A paused one is thawed first, so that its processes die as in any other removal. After a
+        # `docker rm -f` of a paused rank on Docker 26.1 the next container's runc init on that node
+        # was once seen to die at its start ("waiting for init preliminary setup: read init-p:
+        # connection reset by peer"); not reproduced since, so this is a precaution, not a proven fix.
+        [ "$status" != paused ] || docker unpause "$name" >/dev/null 2>&1 || true
         if out="$(docker rm -f "$name" 2>&1)"; then
           echo "removed $name"
           return 0
