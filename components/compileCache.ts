@@ -34,6 +34,9 @@ export interface CompileCacheArgs {
     readonly runner: CommandRunner;
 }
 
+/** The scripts of the removal step: cache-remove.sh after docker-state.sh (its one_line). */
+export const CACHE_REMOVE = ["docker-state", "cache-remove"];
+
 /**
  * The stack's caches on one node, with the cache enabled: its step's delete removes them
  * (cache-remove.sh) only with `removeOnDestroy`, and keeps them otherwise. The step is there either
@@ -55,7 +58,7 @@ export class CompileCache extends pulumi.ComponentResource {
                 // Nothing to do at create: Docker makes each image's directory when a container mounts it.
                 create: `echo ${shQuote(`compile caches in ${plan.stackDir}`)}`,
                 delete: plan.removeOnDestroy
-                    ? scriptProgram("cache-remove", { DIR: plan.stackDir, IMAGE: plan.image })
+                    ? scriptProgram(CACHE_REMOVE, { DIR: plan.stackDir, IMAGE: plan.image })
                     : `echo ${shQuote(`compile caches kept in ${plan.stackDir} (cache.removeOnDestroy is false)`)}`,
             },
             { parent: this },

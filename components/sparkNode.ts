@@ -98,7 +98,7 @@ export class SparkNode extends pulumi.ComponentResource implements NodeAccess {
     /** Pulls the image (by its digest when pinned), or streams it from another node, before anything looks at it. */
     private deliverImage(step: string, runner: CommandRunner, delivery: ImageDelivery) {
         if ("pull" in delivery) {
-            const pull = scriptProgram(["image-identity", "image-pull"], {
+            const pull = scriptProgram(["docker-state", "image-identity", "image-pull"], {
                 IMAGE: delivery.image,
                 DIGEST: parseImageName(delivery.image).digest ?? "",
                 IMAGE_KEY: delivery.key,

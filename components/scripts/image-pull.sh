@@ -5,7 +5,8 @@
 # digest (RepoDigests), else the tag is not trusted and the step fails naming what it got.
 # A failed pull says why in the daemon's words and what to do (pull_failure_remedy).
 # Inputs: IMAGE, DIGEST (the pin's `sha256:...`, or empty for a tag), IMAGE_KEY (the config key that
-# names the image, e.g. vllm-fleet:image.name); runs after image-identity.sh.
+# names the image, e.g. vllm-fleet:image.name); runs after docker-state.sh (one_line) and
+# image-identity.sh.
 set -euo pipefail
 
 # The registry an image name is pulled from, as Docker reads the name: its first component when that
@@ -42,14 +43,14 @@ pull_failure_remedy() { # error
 }
 
 if ! out="$(docker pull --quiet "$IMAGE" 2>&1)"; then
-  out="$(printf '%s' "$out" | tr -s '\n' ' ' | sed 's/ *$//')"
+  out="$(one_line "$out")"
   echo "docker pull $IMAGE failed: ${out#Error response from daemon: }; $(pull_failure_remedy "$out")" >&2
   exit 1
 fi
 if [ -n "$DIGEST" ]; then
   digests="$(docker image inspect --format '{{range .RepoDigests}}{{println .}}{{end}}' "$IMAGE" 2>/dev/null || true)"
   if ! printf '%s\n' "$digests" | grep -q "@${DIGEST}\$"; then
-    echo "docker pull $IMAGE gave an image this node does not know by $DIGEST (its registry digests: $(printf '%s' "$digests" | tr -s '\n' ' ' | sed 's/ *$//' | grep . || echo none)); expected the pinned build" >&2
+    echo "docker pull $IMAGE gave an image this node does not know by $DIGEST (its registry digests: $(one_line "$digests" | grep . || echo none)); expected the pinned build" >&2
     exit 1
   fi
 fi

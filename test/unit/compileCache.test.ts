@@ -8,6 +8,7 @@ import * as fs from "fs";
 import * as os from "os";
 import * as path from "path";
 import { describe, expect, it } from "vitest";
+import { CACHE_REMOVE } from "../../components/compileCache";
 import { bashCommand, scriptProgram } from "../../components/shell";
 import { parseFleetConfig } from "../../infra/core/config";
 import { CONTAINER_CACHE_DIR, cacheKey } from "../../infra/core/plan";
@@ -122,7 +123,7 @@ function removeCache(dir: string, dockerExit: number, userMayNot = false): { sta
         // STAND-IN for rm as a user who may not remove files root wrote.
         fs.writeFileSync(path.join(bin, "rm"), `#!/usr/bin/env bash\necho "rm: cannot remove '\${@: -1}/x': Permission denied" >&2\nexit 1\n`, { mode: 0o755 });
     }
-    const result = spawnSync("bash", ["-c", bashCommand(scriptProgram("cache-remove", { DIR: dir, IMAGE: "vllm:test" }))], {
+    const result = spawnSync("bash", ["-c", bashCommand(scriptProgram(CACHE_REMOVE, { DIR: dir, IMAGE: "vllm:test" }))], {
         encoding: "utf8",
         env: { ...process.env, PATH: `${bin}:${process.env.PATH}` },
     });
