@@ -365,6 +365,14 @@ validate_iface_name() {
   esac
 }
 
+# Sets PER_NODE to the comma-separated values of an option that takes one value per node; dies
+# naming the option when their number is not n.
+per_node_list() { # option n csv what
+  IFS=',' read -r -a PER_NODE <<<"$3"
+  ((${#PER_NODE[@]} == $2)) && [[ "$3" != *, ]] ||
+    sim_die "$1 needs $4 per node ($2), comma-separated (got '$3')"
+}
+
 # Sets FABRIC_IFACES, RDMA and STORES (one entry per node) from --fabric-ifaces, --no-rdma and
 # --stores.
 node_options() { # n fabric-ifaces-csv no-rdma-csv stores-csv
@@ -374,25 +382,19 @@ node_options() { # n fabric-ifaces-csv no-rdma-csv stores-csv
   STORES=()
   for ((i = 0; i < n; i++)); do FABRIC_IFACES+=("$SIM_FABRIC_IFACE"); RDMA+=(1); STORES+=(classic); done
   if [[ -n "$stores" ]]; then
-    local -a kinds
-    IFS=',' read -r -a kinds <<<"$stores"
-    ((${#kinds[@]} == n)) && [[ "$stores" != *, ]] ||
-      sim_die "--stores needs one image store per node ($n), comma-separated (got '$stores')"
+    per_node_list --stores "$n" "$stores" "one image store"
     for ((i = 0; i < n; i++)); do
-      case "${kinds[$i]}" in
-        classic | containerd) STORES[i]="${kinds[$i]}" ;;
-        *) sim_die "--stores: node $i's image store must be classic or containerd (got '${kinds[$i]}')" ;;
+      case "${PER_NODE[$i]}" in
+        classic | containerd) STORES[i]="${PER_NODE[$i]}" ;;
+        *) sim_die "--stores: node $i's image store must be classic or containerd (got '${PER_NODE[$i]}')" ;;
       esac
     done
   fi
   if [[ -n "$ifaces" ]]; then
-    local -a names
-    IFS=',' read -r -a names <<<"$ifaces"
-    ((${#names[@]} == n)) && [[ "$ifaces" != *, ]] ||
-      sim_die "--fabric-ifaces needs one name per node ($n), comma-separated (got '$ifaces')"
+    per_node_list --fabric-ifaces "$n" "$ifaces" "one name"
     for ((i = 0; i < n; i++)); do
-      validate_iface_name "${names[$i]}"
-      FABRIC_IFACES[i]="${names[$i]}"
+      validate_iface_name "${PER_NODE[$i]}"
+      FABRIC_IFACES[i]="${PER_NODE[$i]}"
     done
   fi
   if [[ -n "$no_rdma" ]]; then
