@@ -52,6 +52,13 @@ export interface HostCommandArgs {
     readonly delete?: pulumi.Input<string>;
     /** Any change here replaces the command (delete, then create). */
     readonly triggers?: pulumi.Input<unknown[]>;
+    /**
+     * Replaced by creating the new command first, then deleting the old one: for a command without
+     * a delete program whose outputs others take. Pulumi replaces a delete-first resource's
+     * dependents with it (their inputs from it unknown meanwhile); created first, they are updated
+     * only when its new outputs differ.
+     */
+    readonly createBeforeReplace?: boolean;
 }
 
 /** What the components read from a command. */
@@ -119,7 +126,7 @@ export function hostCommand(
     args: HostCommandArgs,
     opts: pulumi.CustomResourceOptions = {},
 ): HostCommand {
-    const options: pulumi.CustomResourceOptions = { ...opts, deleteBeforeReplace: true };
+    const options: pulumi.CustomResourceOptions = { ...opts, deleteBeforeReplace: !args.createBeforeReplace };
     if (runner === "pulumi-command" && args.peer) {
         // remote.Command reaches one host: peer-run.sh runs the two ssh clients here (control only),
         // with the same key and host-key files as every other path (ssh.ts), the programs on their stdin.
@@ -198,6 +205,8 @@ export interface SshCommandProps {
     update?: string;
     delete?: string;
     triggers?: unknown[];
+    /** Replaced by creating first (HostCommandArgs.createBeforeReplace); absent: delete first. */
+    createBeforeReplace?: boolean;
     peer?: { node: string; host: string; port: number; user: string; hostKey?: string; program: string };
     stdout?: string;
     stderr?: string;
@@ -335,7 +344,7 @@ const sshCommandProvider: pulumi.dynamic.ResourceProvider = {
         return {
             changes: replaces.length + changed.length > 0,
             replaces: [...replaces],
-            deleteBeforeReplace: true,
+            deleteBeforeReplace: !news.createBeforeReplace,
         };
     },
     async update(_id: string, _olds: SshCommandProps, news: SshCommandProps) {
@@ -374,6 +383,7 @@ export class SshCommand extends pulumi.dynamic.Resource {
                 update: args.update,
                 delete: args.delete,
                 triggers: args.triggers,
+                ...(args.createBeforeReplace ? { createBeforeReplace: true } : {}),
                 peer: args.peer
                     ? {
                           node: args.peer.connection.node,

@@ -116,7 +116,7 @@ export class SparkNode extends pulumi.ComponentResource implements NodeAccess {
                 MARK: delivery.mark,
                 REVISION: delivery.revision,
             });
-            return hostCommand(runner, step, { connection: this.connection, create: pull, triggers: [delivery.revision] }, { parent: this });
+            return hostCommand(runner, step, { connection: this.connection, create: pull, triggers: [delivery.revision], createBeforeReplace: true }, { parent: this });
         }
         // Node to node over the fabric: a short-lived receiver here (image-receive.sh) while the
         // source node streams `docker save` into it (image-send.sh), with a secret for this copy.
@@ -154,6 +154,8 @@ export class SparkNode extends pulumi.ComponentResource implements NodeAccess {
                 peer: { connection: source.connection, program: vars.apply((common) => scriptProgram(["image-identity", "image-send"], { ...common, TARGET_IP: delivery.targetIp, IMAGE_LAYERS: readScript("image-layers.py") })) },
                 peerFiles: { peer: source.sshFiles, self: this.sshFiles },
                 triggers: [delivery.revision],
+                // Delivered again: what takes the identity it reports is not replaced with it.
+                createBeforeReplace: true,
             },
             { parent: this },
         );

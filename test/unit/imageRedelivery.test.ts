@@ -131,6 +131,8 @@ describe("the program redelivers a vanished image, and only that (mocks)", async
 
         it("delivers with a revision that the mark takes, and changes nothing on the next run while the image stays", async () => {
             expect(first.resources.filter((resource) => resource.name.endsWith("-image")).map((resource) => resource.name)).toEqual(steps);
+            // Replaced by creating first: what takes the identity it reports is not replaced with it.
+            expect(steps.map((step) => first.byName(step).inputs.createBeforeReplace)).toEqual(steps.map(() => true));
             expect(changedInputs(first, await runProgram(config, probe, undefined, live))).toEqual([]);
         });
 
