@@ -9,7 +9,7 @@
  * Both take bash programs and send them on the command's standard input (see shell.ts): values
  * reach the remote shell quoted, never spliced, and the command lines stay short. Changing a program
  * updates in place (runs `update`, else `create`); changing `triggers` replaces (delete first, then
- * create). Both reach the node with the same key and host-key rules (ssh.ts).
+ * create; or create first, with createBeforeReplace). Both reach the node with the same key and host-key rules (ssh.ts).
  */
 import * as pulumi from "@pulumi/pulumi";
 import * as command from "@pulumi/command";
@@ -52,12 +52,7 @@ export interface HostCommandArgs {
     readonly delete?: pulumi.Input<string>;
     /** Any change here replaces the command (delete, then create). */
     readonly triggers?: pulumi.Input<unknown[]>;
-    /**
-     * Replaced by creating the new command first, then deleting the old one: for a command without
-     * a delete program whose outputs others take. Pulumi replaces a delete-first resource's
-     * dependents with it (their inputs from it unknown meanwhile); created first, they are updated
-     * only when its new outputs differ.
-     */
+    /** Replaced by creating first (no delete program): its dependents are not replaced with it, as with delete first. */
     readonly createBeforeReplace?: boolean;
 }
 
@@ -205,7 +200,6 @@ export interface SshCommandProps {
     update?: string;
     delete?: string;
     triggers?: unknown[];
-    /** Replaced by creating first (HostCommandArgs.createBeforeReplace); absent: delete first. */
     createBeforeReplace?: boolean;
     peer?: { node: string; host: string; port: number; user: string; hostKey?: string; program: string };
     stdout?: string;
