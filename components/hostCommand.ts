@@ -9,7 +9,7 @@
  * Both take bash programs and send them on the command's standard input (see shell.ts): values
  * reach the remote shell quoted, never spliced, and the command lines stay short. Changing a program
  * updates in place (runs `update`, else `create`); changing `triggers` replaces (delete first, then
- * create). Both reach the node with the same key and host-key rules (ssh.ts).
+ * create; or create first, with createBeforeReplace). Both reach the node with the same key and host-key rules (ssh.ts).
  */
 import * as pulumi from "@pulumi/pulumi";
 import * as command from "@pulumi/command";
@@ -52,6 +52,8 @@ export interface HostCommandArgs {
     readonly delete?: pulumi.Input<string>;
     /** Any change here replaces the command (delete, then create). */
     readonly triggers?: pulumi.Input<unknown[]>;
+    /** Replaced by creating first (no delete program): its dependents are not replaced with it, as with delete first. */
+    readonly createBeforeReplace?: boolean;
 }
 
 /** What the components read from a command. */
@@ -119,7 +121,7 @@ export function hostCommand(
     args: HostCommandArgs,
     opts: pulumi.CustomResourceOptions = {},
 ): HostCommand {
-    const options: pulumi.CustomResourceOptions = { ...opts, deleteBeforeReplace: true };
+    const options: pulumi.CustomResourceOptions = { ...opts, deleteBeforeReplace: !args.createBeforeReplace };
     if (runner === "pulumi-command" && args.peer) {
         // remote.Command reaches one host: peer-run.sh runs the two ssh clients here (control only),
         // with the same key and host-key files as every other path (ssh.ts), the programs on their stdin.
@@ -198,6 +200,7 @@ export interface SshCommandProps {
     update?: string;
     delete?: string;
     triggers?: unknown[];
+    createBeforeReplace?: boolean;
     peer?: { node: string; host: string; port: number; user: string; hostKey?: string; program: string };
     stdout?: string;
     stderr?: string;
@@ -335,7 +338,7 @@ const sshCommandProvider: pulumi.dynamic.ResourceProvider = {
         return {
             changes: replaces.length + changed.length > 0,
             replaces: [...replaces],
-            deleteBeforeReplace: true,
+            deleteBeforeReplace: !news.createBeforeReplace,
         };
     },
     async update(_id: string, _olds: SshCommandProps, news: SshCommandProps) {
@@ -374,6 +377,7 @@ export class SshCommand extends pulumi.dynamic.Resource {
                 update: args.update,
                 delete: args.delete,
                 triggers: args.triggers,
+                ...(args.createBeforeReplace ? { createBeforeReplace: true } : {}),
                 peer: args.peer
                     ? {
                           node: args.peer.connection.node,

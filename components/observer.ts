@@ -8,7 +8,7 @@
 import { spawn } from "child_process";
 import { FleetConfig, FleetNode } from "../infra/core/config";
 import { FleetError } from "../infra/core/errors";
-import { ServiceContainers, servingContainer } from "../infra/core/names";
+import { ServiceContainers, deliveryMarkDir, servingContainer } from "../infra/core/names";
 import { NodeObservation, parseObservation } from "../infra/core/observe";
 import { firewallMarker } from "../infra/core/plan";
 import { programsOnStdin, runFromStdin, scriptProgram } from "./shell";
@@ -37,7 +37,7 @@ export interface ObserverSecrets {
 /** The read-only program run on node `index` (with `rayNodes`, the head also lists Ray's nodes). */
 export function observeProgram(config: FleetConfig, stack: string, containers: ServiceContainers, index: number, rayNodes = false): string {
     const serving = servingContainer(containers, config.executor);
-    return scriptProgram(["model-list", "image-identity", "probe", "live"], {
+    return scriptProgram(["model-list", "image-identity", "image-mark", "probe", "live"], {
         IMAGE: config.image.name,
         MODEL_PATH: config.model.path,
         STACK: stack,
@@ -50,6 +50,7 @@ export function observeProgram(config: FleetConfig, stack: string, containers: S
         WATCHDOG_CONTAINER: index === 0 ? containers.watchdog : "",
         RAY_NODES: rayNodes && config.executor === "ray" && index === 0 ? "yes" : "no",
         FIREWALL_MARKER: config.security.firewall ? firewallMarker(stack) : "",
+        DELIVERY_MARKS: deliveryMarkDir(stack),
     });
 }
 

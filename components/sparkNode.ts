@@ -27,7 +27,7 @@ export interface NodeAccess {
 }
 
 /** How the image arrives on a node before anything runs there (image.source). */
-export type ImageDelivery =
+export type ImageSource =
     | {
           readonly image: string;
           readonly pull: true;
@@ -43,6 +43,17 @@ export type ImageDelivery =
           readonly sourceIp: string;
           readonly targetIp: string;
       };
+
+/**
+ * One image's delivery to a node: how it arrives, and the mark the step leaves once it is there
+ * (components/scripts/image-mark.sh) with the step's revision. The revision is the step's trigger:
+ * kept while the node has the image, new once it is gone, so that `up` delivers it again.
+ */
+export type ImageDelivery = ImageSource & {
+    /** The mark's file, relative to the SSH user's home (infra/core/names.ts deliveryMark). */
+    readonly mark: string;
+    readonly revision: string;
+};
 
 export interface SparkNodeArgs {
     /** How to reach the node (ssh.ts): host, port, user, the key, the pinned host key, the connect timeout. */
@@ -98,12 +109,14 @@ export class SparkNode extends pulumi.ComponentResource implements NodeAccess {
     /** Pulls the image (by its digest when pinned), or streams it from another node, before anything looks at it. */
     private deliverImage(step: string, runner: CommandRunner, delivery: ImageDelivery) {
         if ("pull" in delivery) {
-            const pull = scriptProgram(["docker-state", "image-identity", "image-pull"], {
+            const pull = scriptProgram(["docker-state", "image-identity", "image-mark", "image-pull"], {
                 IMAGE: delivery.image,
                 DIGEST: parseImageName(delivery.image).digest ?? "",
                 IMAGE_KEY: delivery.key,
+                MARK: delivery.mark,
+                REVISION: delivery.revision,
             });
-            return hostCommand(runner, step, { connection: this.connection, create: pull }, { parent: this });
+            return hostCommand(runner, step, { connection: this.connection, create: pull, triggers: [delivery.revision], createBeforeReplace: true }, { parent: this });
         }
         // Node to node over the fabric: a short-lived receiver here (image-receive.sh) while the
         // source node streams `docker save` into it (image-send.sh), with a secret for this copy.
@@ -129,9 +142,20 @@ export class SparkNode extends pulumi.ComponentResource implements NodeAccess {
             step,
             {
                 connection: this.connection,
-                create: vars.apply((common) => scriptProgram(["image-identity", "image-receive"], { ...common, BIND_IP: delivery.targetIp, SENDER_IP: delivery.sourceIp })),
+                create: vars.apply((common) =>
+                    scriptProgram(["image-identity", "image-mark", "image-receive"], {
+                        ...common,
+                        BIND_IP: delivery.targetIp,
+                        SENDER_IP: delivery.sourceIp,
+                        MARK: delivery.mark,
+                        REVISION: delivery.revision,
+                    }),
+                ),
                 peer: { connection: source.connection, program: vars.apply((common) => scriptProgram(["image-identity", "image-send"], { ...common, TARGET_IP: delivery.targetIp, IMAGE_LAYERS: readScript("image-layers.py") })) },
                 peerFiles: { peer: source.sshFiles, self: this.sshFiles },
+                triggers: [delivery.revision],
+                // Delivered again: what takes the identity it reports is not replaced with it.
+                createBeforeReplace: true,
             },
             { parent: this },
         );

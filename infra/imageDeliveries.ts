@@ -2,15 +2,32 @@
  * What each node gets delivered before anything runs there (image.source pull or copy): the images of
  * the services placed on it and the gateway's. Part of the composition root (it takes the built nodes).
  */
-import { ImageDelivery, SparkNode } from "../components/sparkNode";
+import { ImageDelivery, ImageSource, SparkNode } from "../components/sparkNode";
 import { unpinnedImageWarning } from "./core/image";
-import { serviceResourceName } from "./core/names";
-import { NodeObservation } from "./core/observe";
+import { deliveryMark, serviceResourceName } from "./core/names";
+import { DeliveryWant, NodeObservation, deliveryRevision } from "./core/observe";
 import { GatewayPlan, ServicePlan } from "./core/plan";
+
+/** How a delivery step's revision is found: the stack (its marks), the node's read, a new revision. */
+export interface DeliveryRead {
+    readonly stack: string;
+    /** The node as the read at the start of this run found it (its delivery marks). */
+    readonly observation: Pick<NodeObservation, "node" | "delivered">;
+    readonly fresh: () => string;
+}
+
+/** One delivery step: its name, what it delivers, and why it runs again when it does (for preview). */
+export interface DeliveryStep {
+    readonly step: string;
+    readonly delivery: ImageDelivery;
+    readonly finding?: string;
+}
 
 /**
  * The images each node gets delivered (image.source pull or copy), one step per image and node,
  * named after the first service that uses it there; a copy comes from that service's first node.
+ * Each step's revision keeps it while the node has the image, and delivers it again once it is gone
+ * (infra/core/observe.ts deliveryRevision).
  */
 export function imageDeliveries(
     services: readonly ServicePlan[],
@@ -18,8 +35,14 @@ export function imageDeliveries(
     node: string,
     built: readonly SparkNode[],
     gateway: GatewayPlan | undefined,
-): { step: string; delivery: ImageDelivery }[] {
-    const steps = new Map<string, { step: string; delivery: ImageDelivery }>();
+    read: DeliveryRead,
+): DeliveryStep[] {
+    const steps = new Map<string, DeliveryStep>();
+    // A step with its mark and revision, and the finding that says why it runs again.
+    const add = (step: string, want: DeliveryWant, source: ImageSource) => {
+        const { revision, finding } = deliveryRevision(read.observation, want, read.fresh);
+        steps.set(want.image, { step, delivery: { ...source, mark: deliveryMark(read.stack, want.image), revision }, ...(finding ? { finding } : {}) });
+    };
     for (const service of services) {
         const { image } = service.config;
         const index = service.nodes.findIndex((planned) => planned.name === node);
@@ -28,11 +51,16 @@ export function imageDeliveries(
         }
         const step = `${node}-${serviceResourceName(service.name, "image")}`;
         if (image.source === "pull") {
-            steps.set(image.name, { step, delivery: { image: image.name, pull: true, key: `vllm-fleet:${service.service.keyPrefix}image.name` } });
+            add(step, { image: image.name, pull: true }, { image: image.name, pull: true, key: `vllm-fleet:${service.service.keyPrefix}image.name` });
         } else if (index > 0) {
             const copy = service.copies[index - 1];
             const source = built.find((spark) => spark.nodeName === copy.source)!;
-            steps.set(image.name, { step, delivery: { image: image.name, copyFrom: source, wantIdentity: observedIdentity(service), sourceIp: copy.sourceIp, targetIp: copy.targetIp } });
+            const wantIdentity = observedIdentity(service);
+            add(
+                step,
+                { image: image.name, copyFrom: copy.source, identity: wantIdentity },
+                { image: image.name, copyFrom: source, wantIdentity, sourceIp: copy.sourceIp, targetIp: copy.targetIp },
+            );
         }
     }
     // The gateway's image on its node, unless a service there brings it: pulled, or copied from the
@@ -42,13 +70,17 @@ export function imageDeliveries(
         const servedHere = services.some((service) => service.config.image.name === image.name && service.nodes.some((planned) => planned.name === node));
         const step = `${node}-gateway-image`;
         if (image.source === "pull") {
-            steps.set(image.name, { step, delivery: { image: image.name, pull: true, key: "vllm-fleet:gateway.image.name" } });
+            add(step, { image: image.name, pull: true }, { image: image.name, pull: true, key: "vllm-fleet:gateway.image.name" });
         } else if (!servedHere) {
             const service = services.find((candidate) => candidate.config.image.name === image.name)!;
             const head = service.nodes[0];
-            const target = gateway.fabricIp;
             const source = built.find((spark) => spark.nodeName === head.name)!;
-            steps.set(image.name, { step, delivery: { image: image.name, copyFrom: source, wantIdentity: observedIdentity(service), sourceIp: head.fabric.ip, targetIp: target } });
+            const wantIdentity = observedIdentity(service);
+            add(
+                step,
+                { image: image.name, copyFrom: head.name, identity: wantIdentity },
+                { image: image.name, copyFrom: source, wantIdentity, sourceIp: head.fabric.ip, targetIp: gateway.fabricIp },
+            );
         }
     }
     return [...steps.values()];

@@ -312,16 +312,23 @@ export async function fleetProgram(observe: Observer = observeOverSsh): Promise<
     unpinnedImageWarnings(plan.services, (index) => observedBy[index][0]).forEach((warning) => pulumi.log.warn(warning));
 
     // The nodes, each with the images of its services delivered to it.
+    // A step whose node no longer has its image delivers it again (the marks the steps left).
     const observedIdentity = (service: ServicePlan) => observedBy[plan.services.indexOf(service)][0].facts.imageIdentity;
     const sparks: SparkNode[] = [];
-    for (const node of config.nodes) {
+    for (const [index, node] of config.nodes.entries()) {
+        const images = imageDeliveries(plan.services, observedIdentity, node.name, sparks, plan.gateway, { stack, observation: stackNodes[index], fresh: newRevision });
+        for (const image of images) {
+            if (image.finding) {
+                pulumi.log.warn(image.finding);
+            }
+        }
         sparks.push(
             new SparkNode(node.name, {
                 connection: { node: node.name, host: node.host, port: node.port, user: node.user, privateKey, hostKey: node.hostKey, connectTimeoutSeconds: config.timeouts.sshConnectSeconds },
                 sshFiles: { stack, privateKeyPath },
                 runner: config.commandRunner,
                 containerDriver: config.containerDriver,
-                images: imageDeliveries(plan.services, observedIdentity, node.name, sparks, plan.gateway),
+                images,
             }),
         );
     }

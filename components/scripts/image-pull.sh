@@ -4,9 +4,11 @@
 # by that digest, and what arrived is checked: the node must know the image by that registry
 # digest (RepoDigests), else the tag is not trusted and the step fails naming what it got.
 # A failed pull says why in the daemon's words and what to do (pull_failure_remedy).
+# Once the image is there, the step leaves its mark (image-mark.sh): the next run keeps the step while
+# the image stays, and pulls again once it is gone.
 # Inputs: IMAGE, DIGEST (the pin's `sha256:...`, or empty for a tag), IMAGE_KEY (the config key that
-# names the image, e.g. vllm-fleet:image.name); runs after docker-state.sh (one_line) and
-# image-identity.sh.
+# names the image, e.g. vllm-fleet:image.name), MARK and REVISION (the delivery's mark); runs after
+# docker-state.sh (one_line), image-identity.sh and image-mark.sh.
 set -euo pipefail
 
 # The registry an image name is pulled from, as Docker reads the name: its first component when that
@@ -55,4 +57,5 @@ if [ -n "$DIGEST" ]; then
   fi
 fi
 identity="$(image_identity "$IMAGE")"
+mark_delivered "$MARK" "$REVISION" "$IMAGE"
 echo "image-pulled $IMAGE $identity"

@@ -9,9 +9,11 @@
 # layers it has (its store, and each image's ordered layer diff ids: layers_offer), and the sender
 # leaves out of the stream the layers it may (image-layers.py says when). After a load the tag must
 # name the wanted content, whatever was left out: a broken or wrong copy leaves the tag removed
-# (never a wrong image) and fails, so the next `pulumi up` copies again.
+# (never a wrong image) and fails, so the next `pulumi up` copies again. Once the wanted content is
+# here, the step leaves its mark (image-mark.sh): the next run keeps the step while the image stays,
+# and copies again once it is gone.
 # Inputs: IMAGE, WANT_IDENTITY, BIND_IP (this node's fabric address), SENDER_IP, PORT, SECRET,
-# FABRIC_STREAM; runs after image-identity.sh.
+# FABRIC_STREAM, MARK and REVISION (the delivery's mark); runs after image-identity.sh and image-mark.sh.
 set -euo pipefail
 
 identity() { image_identity "$IMAGE" 2>/dev/null || true; }
@@ -19,6 +21,7 @@ receive() { FLEET_SECRET="$SECRET" python3 -c "$FABRIC_STREAM" receive "$BIND_IP
 
 if [ "$(identity)" = "$WANT_IDENTITY" ]; then
   receive --have
+  mark_delivered "$MARK" "$REVISION" "$IMAGE"
   echo "image-present $IMAGE $WANT_IDENTITY"
   exit 0
 fi
@@ -52,5 +55,6 @@ if [ "$now" != "$WANT_IDENTITY" ]; then
   echo "the image copy into $IMAGE failed (receiver exit $status): the next pulumi up copies it again" >&2
   exit 1
 fi
+mark_delivered "$MARK" "$REVISION" "$IMAGE"
 stats="$(grep -o 'bytes=[0-9]* millis=[0-9]*' "$out" | tail -n 1 || true)"
 echo "image-copied $IMAGE $WANT_IDENTITY ${stats:-bytes=? millis=?}"

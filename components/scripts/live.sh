@@ -8,7 +8,8 @@
 #         executor's head; else no), ENDPOINT (yes on the node that serves the API), PORT,
 #         SERVED_NAME, WATCHDOG_CONTAINER, RAY_NODES (yes: also list the Ray nodes alive, by asking
 #         the head; only `npm run status` does, it costs a Ray driver), FIREWALL_MARKER (the file
-#         security.firewall's rules leave; empty: no firewall).
+#         security.firewall's rules leave; empty: no firewall), DELIVERY_MARKS (the folder, under
+#         the home, of the marks this stack's image deliveries left: image-mark.sh).
 # The completion is asked where the running `vllm serve` listens (its --host) with the key it has
 # (its VLLM_API_KEY), both read from /proc inside the container: the read needs no secret, and it
 # tells whether what runs answers.
@@ -173,6 +174,13 @@ if [ -n "$FIREWALL_MARKER" ]; then
   # The revision the rules of security.firewall left (nothing: no rules, e.g. after a reboot).
   section firewall
   cat "$FIREWALL_MARKER" 2>/dev/null || true
+fi
+
+if [ -n "$DELIVERY_MARKS" ]; then
+  # Each image this stack delivered here, by the mark its step left, with the image as it is now
+  # (gone with `docker rmi`, a wiped store, a new node: no identity).
+  section delivered
+  delivery_marks "$DELIVERY_MARKS"
 fi
 
 if [ -n "$watchdog_file" ]; then

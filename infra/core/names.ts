@@ -1,8 +1,9 @@
 /**
  * What things are called on the nodes and where they listen: the containers of a service, the
  * labels that say which stack made a container, the files vllm-fleet keeps inside the Ray head, and
- * the ports of the copies between nodes. Pure.
+ * the ports of the copies between nodes, the marks image deliveries leave. Pure.
  */
+import * as crypto from "crypto";
 
 /** The service of a stack written in the single-model form (today's keys: one model on every node). */
 export const DEFAULT_SERVICE = "vllm";
@@ -87,3 +88,17 @@ export const RSYNC_PORT = 28730;
 export const IMAGE_COPY_PORT = 28731;
 /** The port of the short-lived bulk receiver on a node receiving the weights (fabric address only). */
 export const WEIGHT_FILES_PORT = 28732;
+
+/**
+ * Where a stack's image deliveries leave their marks on a node (components/scripts/image-mark.sh),
+ * relative to the SSH user's home: one file an image, named by the image, holding the revision of
+ * the step that delivered it. Under the home, not a tmpfs: a reboot keeps images, and their marks.
+ */
+export function deliveryMarkDir(stack: string): string {
+    return `.cache/vllm-fleet/images-delivered/${crypto.createHash("sha256").update(stack).digest("hex").slice(0, 12)}`;
+}
+
+/** The mark of one image's delivery by `stack` on a node (relative to the SSH user's home). */
+export function deliveryMark(stack: string, image: string): string {
+    return `${deliveryMarkDir(stack)}/${crypto.createHash("sha256").update(image).digest("hex").slice(0, 16)}`;
+}

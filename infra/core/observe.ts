@@ -11,6 +11,7 @@
  */
 import { FleetError } from "./errors";
 import { NodeFacts, parseProbeOutput, splitSections } from "./facts";
+import { parseImageName, shortDigest } from "./image";
 import { ServiceContainers } from "./names";
 
 /** One container of the stack on a node, as `docker inspect` shows it. */
@@ -65,6 +66,19 @@ export interface NodeObservation {
     readonly rayNodes?: readonly { readonly ip: string; readonly gpus: number }[];
     /** The revision security.firewall's rules left on this node ("" when none are there). */
     readonly firewall?: string;
+    /** The marks this stack's image deliveries left on this node, each with the image as it is now. */
+    readonly delivered?: readonly DeliveryMark[];
+}
+
+/** The mark an image delivery step left on a node (components/scripts/image-mark.sh), and the image there now. */
+export interface DeliveryMark {
+    readonly image: string;
+    /** The revision of the step that left it. */
+    readonly revision: string;
+    /** The image's content identity on the node now (image-identity.sh); absent: no such image there. */
+    readonly identity?: string;
+    /** The registry digests the node knows the image by now (`name@sha256:...`). */
+    readonly repoDigests: readonly string[];
 }
 
 /** Parses what probe.sh followed by live.sh printed on `node`. */
@@ -111,6 +125,7 @@ export function parseObservation(node: string, output: string): NodeObservation 
                   .map((match) => ({ ip: match[1], gpus: Number(match[2]) }));
     const firewallText = sections.get("firewall");
     const firewall = firewallText === undefined ? undefined : firewallText.trim();
+    const delivered = parseDeliveryMarks(sections.get("delivered") ?? "");
     // Exactly name, stack and status: a line of anything else (a message that strayed into the
     // section) names no container.
     const foreign = (sections.get("foreign") ?? "")
@@ -118,7 +133,24 @@ export function parseObservation(node: string, output: string): NodeObservation 
         .map((line) => line.split("\t"))
         .filter((fields) => fields.length === 3 && fields[0].trim() !== "")
         .map(([name, stack, status]) => ({ name: name.trim().replace(/^\//, ""), stack, status: status.trim() }));
-    return { node, facts: parseProbeOutput(output), containers, foreign, serve, serveArgs, endpoint, watchdog, rayNodes, firewall };
+    return { node, facts: parseProbeOutput(output), containers, foreign, serve, serveArgs, endpoint, watchdog, rayNodes, firewall, delivered };
+}
+
+/** The `delivered` section: `mark <revision> <image>`, then that image's facts (image_facts), per mark. */
+function parseDeliveryMarks(text: string): DeliveryMark[] {
+    const marks: { image: string; revision: string; identity?: string; repoDigests: string[] }[] = [];
+    for (const line of text.split("\n")) {
+        const [word, first, second] = line.trim().split(/\s+/);
+        const current = marks[marks.length - 1];
+        if (word === "mark" && first && second) {
+            marks.push({ image: second, revision: first, repoDigests: [] });
+        } else if (word === "identity" && first && current) {
+            current.identity = first;
+        } else if (word === "repo-digest" && first && current) {
+            current.repoDigests.push(first);
+        }
+    }
+    return marks;
 }
 
 /** A JSON list of strings (the arguments a start left), or undefined for anything else. */
@@ -170,6 +202,50 @@ export function checkOwnership(stack: string, observations: readonly NodeObserva
  */
 export function firewallRevisions(observations: readonly NodeObservation[], fresh: () => string): Record<string, string> {
     return Object.fromEntries(observations.map((observation) => [observation.node, observation.firewall || fresh()]));
+}
+
+/** What a node should have of an image delivered to it (image.source pull or copy). */
+export type DeliveryWant =
+    | { readonly image: string; readonly pull: true }
+    | {
+          readonly image: string;
+          /** The node copied from, and the content identity its image has (absent: it has none). */
+          readonly copyFrom: string;
+          readonly identity: string | undefined;
+      };
+
+/**
+ * The revision of an image's delivery step on a node, and why it runs again if it does. The step
+ * leaves a mark with its revision once the image is there (image-mark.sh); while the node still has
+ * the image, the mark's revision is kept, so the step's inputs stay the same and an `up` with nothing
+ * to do runs nothing. Without the image (removed, the store wiped, a new node: for a copy, the
+ * content the source has; pinned, that digest; a tag, the image by that name) the step gets
+ * `fresh()`, and `up` delivers the image again, on that node only. Without a mark (never
+ * delivered, or delivered before marks were left) it gets `fresh()` too, without a finding: a first
+ * delivery is created anyway, and the next run finds the mark its step left.
+ */
+export function deliveryRevision(observation: Pick<NodeObservation, "node" | "delivered">, want: DeliveryWant, fresh: () => string): { revision: string; finding?: string } {
+    const mark = observation.delivered?.find((candidate) => candidate.image === want.image);
+    if (!mark) {
+        return { revision: fresh() };
+    }
+    const where = `node ${observation.node}: image ${want.image}`;
+    if ("pull" in want) {
+        const digest = parseImageName(want.image).digest;
+        if (mark.identity && (!digest || mark.repoDigests.some((known) => known.endsWith(`@${digest}`)))) {
+            return { revision: mark.revision };
+        }
+        return { revision: fresh(), finding: `${where} ${mark.identity ? `is not known there by ${digest} any more` : "is not there any more"}; up pulls it again there` };
+    }
+    if (!want.identity) {
+        // The source has no image to copy: the copy step refuses, naming it.
+        return { revision: fresh() };
+    }
+    if (mark.identity === want.identity) {
+        return { revision: mark.revision };
+    }
+    const now = mark.identity ? `holds other content (${shortDigest(mark.identity)}) than ${want.copyFrom}'s (${shortDigest(want.identity)})` : "is not there any more";
+    return { revision: fresh(), finding: `${where} ${now}; up copies it again there from ${want.copyFrom}` };
 }
 
 /** A new revision: unique per run and node (time and randomness), short. */

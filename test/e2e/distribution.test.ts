@@ -3,12 +3,14 @@
  * image differs or is missing, a node missing a weight file, a model that cannot fit), and what
  * fixes the first two: the image copied node to node over the fabric, to every node that lacks it at
  * once (a broken copy leaves no image and the next up retries it; an update moves only the layers a
- * node on the classic store lacks), and the weights over the fabric (the big files in plain streams,
+ * node on the classic store lacks; an image removed by hand from a node is delivered there again by
+ * the next up, its containers kept), and the weights over the fabric (the big files in plain streams,
  * continuing a part a broken run left; rsync for the rest); and image.source pull from the proving
- * ground's registry, by digest and by tag. The third node keeps its images in Docker's containerd
- * image store, the others in the classic one: one image has other Docker ids there, the same content
- * identity, and the copy goes both ways; the pull by digest works on both. Real SSH, Docker, rsync
- * and registry (Debian's docker-registry); the GPU, the fabric link and vLLM are stand-ins.
+ * ground's registry, by digest and by tag (a pinned image removed from a node is pulled there
+ * again). The third node keeps its images in Docker's containerd image store, the others in the
+ * classic one: one image has other Docker ids there, the same content identity, and the copy goes
+ * both ways; the pull by digest works on both. Real SSH, Docker, rsync and registry (Debian's
+ * docker-registry); the GPU, the fabric link and vLLM are stand-ins.
  */
 import { execFile, execFileSync, execSync } from "child_process";
 import { createHash } from "crypto";
@@ -124,6 +126,11 @@ async function previewWarnings(stack: Stack): Promise<string> {
         },
     });
     return warnings.join("\n");
+}
+
+/** The ids of the running containers on each node. */
+function running(cluster: SimCluster): string[] {
+    return cluster.nodes.map((node) => onNode(node, "docker ps --quiet --no-trunc | sort").trim());
 }
 
 /** Bytes sent so far on a node's interface. */
@@ -329,6 +336,24 @@ describe("preflight, and the image copy node to node over the fabric, on 3 simul
         for (const node of cluster.nodes) {
             expect(body.choices[0].text).toContain(node.fabricIp);
         }
+
+        // The image removed by hand from the classic node while its containers run: preview says
+        // why, and the next up copies it there again, to that node only; the containers stay.
+        const containers = running(cluster);
+        onNode(classic, `docker rmi -f ${cluster.workloadImage} >/dev/null`);
+        expect(() => imageId(cluster, 1)).toThrow();
+        expect(await previewWarnings(stack)).toContain(`node spark2: image ${cluster.workloadImage} is not there any more; up copies it again there from spark1`);
+        const redelivered = await stack.up();
+        expect(redelivered.summary.result).toBe("succeeded");
+        expect(redelivered.summary.resourceChanges).toMatchObject({ replace: 1 });
+        expect(Object.keys(redelivered.summary.resourceChanges ?? {}).sort()).toEqual(["replace", "same"]);
+        const after = await stack.exportStack();
+        expect(stdoutOf(after, "spark2-image")).toMatch(/image-copied \S+ \S+ bytes=\d+/);
+        expect(stdoutOf(after, "spark3-image")).toBe(toContainerd.output);
+        expect(imageIdentity(cluster, 1)).toBe(imageIdentity(cluster, 0));
+        expect(running(cluster)).toEqual(containers);
+        expect((await complete(redelivered.outputs.endpoint.value, "tiny-moe", redelivered.outputs.apiKey.value)).choices[0].text).toContain(classic.fabricIp);
+        expect(Object.keys((await stack.preview()).changeSummary)).toEqual(["same"]);
         await stack.destroy();
     });
 
@@ -491,6 +516,22 @@ describe("preflight, and the image copy node to node over the fabric, on 3 simul
         const again = await stack.up({ expectNoChanges: true });
         expect(Object.keys(again.summary.resourceChanges ?? {})).toEqual(["same"]);
         expect(registryRequests(cluster).slice(asked)).toEqual([]);
+
+        // The image removed by hand from spark2 while its containers run: the next up pulls it
+        // there again, there only; the containers stay; the preview after it shows nothing to do.
+        const containers = running(cluster);
+        onNode(cluster.nodes[1], `docker rmi -f ${pinned} >/dev/null`);
+        const before = registryRequests(cluster).length;
+        const repulled = await stack.up();
+        expect(repulled.summary.resourceChanges).toMatchObject({ replace: 1 });
+        // Only spark2 pulled: it alone reached the registry (the image's content still there under
+        // the running containers, its Docker asked for nothing more than the API's root).
+        const asking = registryRequests(cluster).slice(before);
+        expect([...new Set(asking.map((request) => request.ip))], JSON.stringify(asking)).toEqual([cluster.nodes[1].mgmtIp]);
+        expect(onNode(cluster.nodes[1], `docker image inspect --format '{{join .RepoDigests " "}}' ${pinned}`).trim().split(" ")).toContain(pinned);
+        expect(running(cluster)).toEqual(containers);
+        expect((await complete(repulled.outputs.endpoint.value, "tiny-moe", repulled.outputs.apiKey.value)).choices[0].text).toMatch(/^ranks: /);
+        expect(Object.keys((await stack.preview()).changeSummary)).toEqual(["same"]);
         await stack.destroy();
 
         // A digest the registry does not have: refused, naming the image and the node, before any container.

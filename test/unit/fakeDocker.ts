@@ -179,7 +179,8 @@ export function runWithFakeDocker(commandLine: string, docker: StandInDocker = {
         }
         const result = spawnSync("sh", ["-c", commandLine], {
             cwd: dir,
-            env: { ...process.env, ...docker.env, PATH: `${bin}:${process.env.PATH}`, STANDIN_DIR: dir, STANDIN_IMAGE_ID: FAKE_IMAGE_ID, STANDIN_PROJECT: PROJECT_ROOT },
+            // HOME here: what a step leaves under the home (an image delivery's mark) stays in the stand-in's folder.
+            env: { ...process.env, HOME: dir, ...docker.env, PATH: `${bin}:${process.env.PATH}`, STANDIN_DIR: dir, STANDIN_IMAGE_ID: FAKE_IMAGE_ID, STANDIN_PROJECT: PROJECT_ROOT },
             encoding: "utf8",
             timeout: 60_000,
         });

@@ -141,8 +141,44 @@ export function liveAfter(run: MockRun, watchdogNode: (resource: string) => stri
                 containers.push(JSON.stringify({ name: `/${name}`, id: `${resource.name}-id`, status: "running", running: true, restarting: false, exitCode: 0, restartCount: 0, startedAt: "", labels }));
             }
         }
-        return ["### containers", ...containers, "### serve", "process yes", `token ${token}`, "### endpoint", "health 200", "completion ok", ""].join("\n");
+        return ["### containers", ...containers, "### serve", "process yes", `token ${token}`, "### endpoint", "health 200", "completion ok", ...deliveredAfter(run, node), ""].join("\n");
     };
+}
+
+/**
+ * The `delivered` section live.sh would print on `node` after `run`: the mark each image delivery
+ * step there left (its revision), the image there with the stand-in identity, known by its pinned
+ * name when pinned. `gone` names the images no longer there.
+ */
+export function deliveredAfter(run: MockRun, node: string, gone: readonly string[] = []): string[] {
+    const lines = ["### delivered"];
+    for (const resource of run.resources) {
+        const inputs = unsecret(resource.inputs);
+        // Quoted once in a program, twice inside stdin's assignments (remote.Command, peer-run.sh's input).
+        const program = `${unsecret(inputs.create) ?? ""}\n${unsecret(inputs.stdin) ?? ""}`;
+        const revision = /REVISION='(?:\\'')?([0-9a-z]+)/.exec(program)?.[1];
+        const image = /IMAGE='(?:\\'')?([^'\\]+)/.exec(program)?.[1];
+        if (!resource.name.startsWith(`${node}-`) || !resource.name.endsWith("-image") || !revision || !image) {
+            continue;
+        }
+        lines.push(`mark ${revision} ${image}`);
+        if (!gone.includes(image)) {
+            lines.push(`identity ${FAKE_IMAGE_IDENTITY}`, ...(image.includes("@") ? [`repo-digest ${image}`] : []));
+        }
+    }
+    return lines;
+}
+
+/**
+ * The names of the resources whose own inputs differ between two runs: what `up` changes first.
+ * Under mocks a replaced container keeps its id, so what follows it through its id (a worker after
+ * its head, join waits, gates) is not listed here; the e2e tests see those follow.
+ */
+export function changedInputs(before: MockRun, after: MockRun): string[] {
+    const inputs = (run: MockRun) => Object.fromEntries(run.resources.map((r) => [r.name, JSON.stringify(unsecret(r.inputs))]));
+    const a = inputs(before);
+    const b = inputs(after);
+    return Object.keys(b).filter((name) => a[name] !== b[name]).sort();
 }
 
 export interface MockRun {

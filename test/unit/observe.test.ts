@@ -6,7 +6,7 @@ import { describe, expect, it } from "vitest";
 import { LiveContainer, NodeObservation, checkOwnership, parseObservation } from "../../infra/core/observe";
 import { DEFAULT_CONTAINERS, REVISION_LABEL } from "../../infra/core/names";
 import { reconcile } from "../../infra/core/reconcile";
-import { MockRun, liveAfter, runProgram, sparkProbeOutput, unsecret } from "./mocks";
+import { MockRun, changedInputs as changed, liveAfter, runProgram, sparkProbeOutput } from "./mocks";
 import { sparkDuo } from "./stacks";
 
 const probe = (node: string) => sparkProbeOutput(node === "spark1" ? "192.168.200.12" : "192.168.200.13", node === "spark1" ? "10.1.230.180" : "10.1.230.181");
@@ -119,18 +119,6 @@ describe("reconcile, mp executor", () => {
         expect(wedged.findings[0]).toContain("node spark1: the endpoint does not answer a completion (HTTP 500)");
     });
 });
-
-/**
- * The names of the resources whose own inputs differ between two runs: what `up` changes first.
- * Under mocks a replaced container keeps its id, so what follows it through its id (a worker after
- * its head, join waits, gates) is not listed here; the e2e tests see those follow.
- */
-function changed(before: MockRun, after: MockRun): string[] {
-    const inputs = (run: MockRun) => Object.fromEntries(run.resources.map((r) => [r.name, JSON.stringify(unsecret(r.inputs))]));
-    const a = inputs(before);
-    const b = inputs(after);
-    return Object.keys(b).filter((name) => a[name] !== b[name]).sort();
-}
 
 /** live.sh's output after `run`, with one node's serving container changed by `edit`. */
 function liveWith(run: MockRun, node: string, edit: (line: string) => string): (name: string) => string {

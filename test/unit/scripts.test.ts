@@ -217,6 +217,7 @@ function runLive(docker: readonly string[], vars: Readonly<Record<string, Script
             WATCHDOG_CONTAINER: "",
             RAY_NODES: "no",
             FIREWALL_MARKER: "",
+            DELIVERY_MARKS: "",
             ...vars,
         });
         const result = spawnSync("bash", ["-c", program], { env: { ...process.env, PATH: `${dir}:${process.env.PATH}` }, encoding: "utf8", timeout: 30_000 });
