@@ -30,11 +30,18 @@ source stored (compressed or not), which the target's `docker image inspect` doe
 target on that store the whole archive goes.
 
 How a layer file is known in the stream (the archive's index, manifest.json, comes after the
-layers). Docker 25+ writes the OCI layout, a layer as `blobs/sha256/<digest>`: a layer the source
-keeps uncompressed (the classic store) has its diff id for digest, a compressed one (pulled into a
-containerd store) another digest, and is sent. Docker before 25 writes `<v1 id>/layer.tar`, named by
-an id that is not the diff id: the file is hashed (sha256 of the uncompressed tar is its diff id)
-once it is whole in ARCHIVE, before it is sent or left out. Everything else passes unchanged.
+layers). Docker 25+ writes the OCI layout, a layer as `blobs/sha256/<digest>`, in the order of the
+names (containerd's images/archive exporter sorts its records by name: blobs by digest, then
+index.json, manifest.json, oci-layout). A layer the source keeps uncompressed (the classic store, or
+an image loaded into the containerd store) has its diff id for digest. A layer pulled into the
+containerd store is kept as the registry sent it, gzip-compressed, and named by that digest: while
+some layer that may be left out has not been met yet, such a blob is decompressed and hashed once it
+is whole in ARCHIVE (sha256 of the uncompressed tar is its diff id), before it is sent or left out.
+Mapping it through manifest.json and the config's diff ids would have to wait for the whole save
+(those files come last), and the target's receiver gives up after 120 s without a byte. A blob that
+is not gzip (a config, a manifest, a zstd layer: the standard library has no zstd) is sent. Docker
+before 25 writes `<v1 id>/layer.tar`, named by an id that is not the diff id: the file is hashed
+likewise. Everything else passes unchanged.
 Standard library only.
 """
 import hashlib
@@ -42,6 +49,7 @@ import os
 import re
 import sys
 import time
+import zlib
 
 BLOCK = 512
 CHUNK = 1 << 20
@@ -50,6 +58,7 @@ LEGACY_LAYER = re.compile(r"^[0-9a-f]{64}/layer\.tar$")
 # Extended headers that describe the entry after them (POSIX pax, GNU long names); a pax global
 # header ("g") describes every entry after it and always passes.
 EXTENDED = {b"x", b"L", b"K"}
+GZIP_MAGIC = b"\x1f\x8b"
 
 
 def chain_ids(diff_ids):
@@ -148,6 +157,32 @@ class Growing:
         return "sha256:" + digest.hexdigest()
 
 
+    def gunzip_sha256(self, start, count):
+        """sha256 of the gzip stream's uncompressed bytes in `count` bytes from `start` (waiting for
+        them; several gzip members are one stream), or None when they are not gzip or the writer
+        ended short of them."""
+        if count < len(GZIP_MAGIC) or not self.wait_for(start + count) or os.pread(self.fd, 2, start) != GZIP_MAGIC:
+            return None
+        digest = hashlib.sha256()
+        inflate = zlib.decompressobj(wbits=31)
+        done = 0
+        try:
+            while done < count:
+                data = os.pread(self.fd, min(CHUNK, count - done), start + done)
+                if not data:
+                    return None
+                done += len(data)
+                while data:
+                    digest.update(inflate.decompress(data))
+                    data = inflate.unused_data if inflate.eof else b""
+                    if inflate.eof:
+                        inflate = zlib.decompressobj(wbits=31)
+            digest.update(inflate.flush())
+        except zlib.error:
+            return None
+        return "sha256:" + digest.hexdigest()
+
+
 def write_all(fd, data):
     view = memoryview(data)
     while view:
@@ -185,10 +220,13 @@ def padded(size):
     return (size + BLOCK - 1) // BLOCK * BLOCK
 
 
-def thin(archive, out, leave_out):
-    """Copies the tar in `archive` to `out` without the layer files whose diff id is in `leave_out`.
-    Returns (layers left out, their bytes)."""
+def thin(archive, out, leave_out, diff_ids=()):
+    """Copies the tar in `archive` to `out` without the layer files whose diff id is in `leave_out`
+    (`diff_ids`: every layer's, which an uncompressed blob is named by). Returns (layers left out,
+    their bytes)."""
     left_out, left_bytes = 0, 0
+    known = set(diff_ids) | set(leave_out)
+    unmet = set(leave_out)  # the layers that may be left out, not met yet
     pending = []  # extended headers (start, length) that belong to the next entry
     long_name = None
     while True:
@@ -227,9 +265,13 @@ def thin(archive, out, leave_out):
             blob = OCI_BLOB.match(name)
             if blob:
                 diff_id = "sha256:" + blob.group(1)
+                if diff_id not in known:
+                    # Compressed (a layer pulled into the containerd store), or no layer at all.
+                    diff_id = archive.gunzip_sha256(data_start, size) if unmet else None
             elif LEGACY_LAYER.match(name):
                 diff_id = archive.sha256(data_start, size)
         if diff_id in leave_out:
+            unmet.discard(diff_id)
             left_out += 1
             left_bytes += size
             pending = []
@@ -247,7 +289,7 @@ def main(argv):
     path, saver, offer_path, diff_ids = argv[0], int(argv[1]), argv[2], argv[4:]
     with open(offer_path, encoding="utf-8") as offer:
         leave_out = layers_to_leave_out(diff_ids, offer.read())
-    left_out, left_bytes = thin(Growing(path, saver), sys.stdout.fileno(), leave_out)
+    left_out, left_bytes = thin(Growing(path, saver), sys.stdout.fileno(), leave_out, diff_ids)
     sys.stderr.write(f"layers-left-out count={left_out} bytes={left_bytes} of={len(diff_ids)}\n")
     return 0
 

@@ -17,6 +17,18 @@ if [ "$have" != "$WANT_IDENTITY" ]; then
   echo "$IMAGE here is ${have:-missing}, not $WANT_IDENTITY as read at the start of this run (content identities)" >&2
   exit 1
 fi
+# Docker 26.1's containerd image store: a pull that finds some of an image's layers unpacked already
+# (an earlier build's) does not fetch their blobs. Such an image is inspected whole (so its content
+# identity) but not listed (`docker image ls`: its content is incomplete), and its `docker save`
+# holds its manifest and no config nor layer, which no node can load. Refused; the receiver is told
+# (a stream that ends without its end mark) so that it stops waiting for one.
+id="$(docker image inspect --format '{{.Id}}' "$IMAGE")"
+if ! docker image ls --all --quiet --no-trunc | grep -qxF "$id"; then
+  refusal="$IMAGE here lacks blobs (docker image ls omits it; its docker save would hold no layers): a pull into the containerd image store skips the blobs of layers already unpacked from another image; the fix is on this node: remove $IMAGE and the images sharing its layers, then pull it again; or set vllm-fleet:image.source to pull"
+  FLEET_SECRET="$SECRET" python3 -c "$FABRIC_STREAM" send "$TARGET_IP" "$PORT" -- false >/dev/null 2>&1 || true
+  echo "$refusal" >&2
+  exit 1
+fi
 # The saved image's ordered layer diff ids (what image-layers.py may leave out).
 read -r -a diff_ids <<<"$(docker image inspect --format '{{range .RootFS.Layers}}{{.}} {{end}}' "$IMAGE")"
 dir="${TMPDIR:-/var/tmp}/vllm-fleet-images-$(id -u)"

@@ -9,8 +9,11 @@
  * ground's registry, by digest and by tag (a pinned image removed from a node is pulled there
  * again). The third node keeps its images in Docker's containerd image store, the others in the
  * classic one: one image has other Docker ids there, the same content identity, and the copy goes
- * both ways; the pull by digest works on both. Real SSH, Docker, rsync and registry (Debian's
- * docker-registry); the GPU, the fabric link and vLLM are stand-ins.
+ * both ways; the pull by digest works on both. Last, an image the containerd node pulled (gzip
+ * layers; an index of two platforms) is copied from it to the classic nodes as only the layers they
+ * lack, after the refusal of a pull that skipped the blobs of layers it found unpacked. Real SSH,
+ * Docker, rsync and registry (Debian's docker-registry); the GPU, the fabric link and vLLM are
+ * stand-ins.
  */
 import { execFile, execFileSync, execSync } from "child_process";
 import { createHash } from "crypto";
@@ -21,6 +24,7 @@ import { readScript, shQuote } from "../../components/shell";
 import { parseImageName } from "../../infra/core/image";
 import { openStack } from "../automation";
 import { updateTopLayer } from "./imageUpdate";
+import { pushMultiPlatformIndex } from "./multiPlatform";
 import { SimCluster, SimNode, complete, onNode, putTinyModel, simPush, simStackConfig, simUp, tearDown, tempWorkspace } from "./simCluster";
 
 const MODEL_DIR = "/home/spark/models/tiny-moe";
@@ -39,8 +43,8 @@ function imageId(cluster: SimCluster, index: number): string {
 }
 
 /** The image's content identity on a node, as the program computes it (components/scripts/image-identity.sh). */
-function imageIdentity(cluster: SimCluster, index: number): string {
-    return onNode(cluster.nodes[index], `${readScript("image-identity")}\nimage_identity ${cluster.workloadImage}`).trim();
+function imageIdentity(cluster: SimCluster, index: number, image = cluster.workloadImage): string {
+    return onNode(cluster.nodes[index], `${readScript("image-identity")}\nimage_identity ${image}`).trim();
 }
 
 /**
@@ -582,5 +586,70 @@ describe("preflight, and the image copy node to node over the fabric, on 3 simul
         expect(repinned.summary.result).toBe("succeeded");
         expect((await complete(repinned.outputs.endpoint.value, "tiny-moe", repinned.outputs.apiKey.value)).choices[0].text).toMatch(/^ranks: /);
         await byTag.destroy();
+    });
+
+    it("copies from a containerd first node an image it pulled (gzip layers, an index of two platforms): classic nodes get only the layers they lack", async () => {
+        const [classic, older, containerd] = cluster.nodes;
+        // A new build of the image on spark1 (its top layer 2 MiB more), pushed to the registry from
+        // that classic node (so the registry has its layers gzip-compressed); spark2 and spark3 keep
+        // the build before.
+        const newLayerBytes = updateTopLayer(classic, cluster.workloadImage, 2 * 2 ** 20);
+        onNode(classic, `docker tag ${cluster.workloadImage} vllm-fleet-update:2`);
+        const pushed = parseImageName(await simPush(name, "vllm-fleet-update:2", "vllm-fleet/workload:update"));
+        // Published as vLLM's images are: an index naming the manifest for the nodes' platform and one
+        // for another platform (a tiny stand-in image that never runs).
+        const platform = onNode(containerd, "docker version --format '{{.Server.Os}}/{{.Server.Arch}}'").trim();
+        const other = platform === "linux/arm64" ? "linux/amd64" : "linux/arm64";
+        const index = await pushMultiPlatformIndex(cluster.registry!, "vllm-fleet/workload", "multi", pushed.digest!, platform, other);
+        const image = `${cluster.registry}/vllm-fleet/workload:multi`;
+        const served = registryRequests(cluster).length;
+        // The containerd node pulls it by digest: its own platform's manifest, config and layers only
+        // (the registry's gzip blobs), under the index's digest.
+        onNode(containerd, `docker pull --quiet ${index.pinned} >/dev/null && docker tag ${index.pinned} ${image}`);
+        expect(onNode(containerd, `docker image inspect --format '{{.Id}}' ${image}`).trim()).toBe(index.indexDigest);
+        const fetched = registryRequests(cluster)
+            .slice(served)
+            .filter((request) => request.ip === containerd.mgmtIp)
+            .map((request) => request.path);
+        expect(fetched).toContain(`/v2/vllm-fleet/workload/manifests/${pushed.digest}`);
+        expect(fetched.join(" ")).not.toContain(index.otherManifestDigest);
+        const identity = imageIdentity(cluster, 2, image);
+        expect(identity).toBe(imageIdentity(cluster, 0));
+
+        // The containerd node first: spark1 has every layer (under another tag), spark2 all but the new top one.
+        const config = simStackConfig({ ...cluster, nodes: [containerd, classic, older] }, MODEL_DIR, { image: { name: image, source: "copy" } });
+        const stack = await openStack(`${name}-pulled`, { workDir: workspace.dir, envVars: workspace.envVars, config });
+        stacks.push(stack);
+        // The pull found the base layer unpacked already (the build before) and did not fetch its
+        // blob: Docker 26.1 does not list the image and would save no layer of it. Refused, saying so.
+        expect(onNode(containerd, "docker image ls --all --quiet --no-trunc")).not.toContain(index.indexDigest);
+        const refused = await failureOf(stack.up());
+        expect(refused).toContain(`on node spark3`);
+        expect(refused).toContain(`${image} here lacks blobs (docker image ls omits it; its docker save would hold no layers)`);
+        expect(refused).toContain("the fix is on this node: remove");
+        // Done as it says: the image (by tag and digest, as `docker image ls` omits it) and every image
+        // there removed, the pull again fetches every blob.
+        onNode(containerd, `{ docker image rm --force ${image} ${index.pinned} $(docker image ls --all --quiet | sort -u) >/dev/null 2>&1 || true; } && docker pull --quiet ${index.pinned} >/dev/null && docker tag ${index.pinned} ${image}`);
+        expect(onNode(containerd, "docker image ls --all --quiet --no-trunc")).toContain(index.indexDigest);
+        const up = await stack.up();
+        expect(up.summary.result).toBe("succeeded");
+        expect(cluster.nodes.map((_, index) => imageIdentity(cluster, index, image))).toEqual([identity, identity, identity]);
+        const exported = await stack.exportStack();
+        const toClassic = stdoutOf(exported, "spark1-image");
+        const toOlder = stdoutOf(exported, "spark2-image");
+        expect(toClassic).toMatch(/layers-left-out count=2 bytes=\d+ of=2/);
+        expect(toOlder).toMatch(/layers-left-out count=1 bytes=\d+ of=2/);
+        // The new top layer went as the registry compressed it (random bytes: about their size).
+        const bytes = Number(/image-copied \S+ \S+ bytes=(\d+)/.exec(toOlder)?.[1]);
+        console.log(`pulled image copied to spark2: ${(bytes / 2 ** 20).toFixed(2)} MiB over the fabric for a new layer of ${(newLayerBytes / 2 ** 20).toFixed(2)} MiB`);
+        expect(bytes).toBeGreaterThan(0.5 * newLayerBytes);
+        expect(bytes).toBeLessThanOrEqual(1.1 * newLayerBytes);
+        expect(Number(/image-copied \S+ \S+ bytes=(\d+)/.exec(toClassic)?.[1])).toBeLessThan(2 ** 20);
+        // It serves, every node's rank answering.
+        const body = await complete(up.outputs.endpoint.value, "tiny-moe", up.outputs.apiKey.value);
+        for (const node of cluster.nodes) {
+            expect(body.choices[0].text).toContain(node.fabricIp);
+        }
+        await stack.destroy();
     });
 });

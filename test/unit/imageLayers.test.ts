@@ -1,16 +1,18 @@
 /**
  * components/scripts/image-layers.py, the image copy's archive rewrite, on real `docker save`
  * archives of a two-layer image (test/fixtures/image-archives: Docker 20.10's legacy layout,
- * `<v1 id>/layer.tar`, and Docker 26.1's OCI layout, `blobs/sha256/<digest>`): a layer the target has
- * under the same chain is left out and nothing else is touched; a target on the containerd store, or
- * one that offers nothing, gets the archive byte for byte; the archive is followed while the save
- * still writes it.
+ * `<v1 id>/layer.tar`, Docker 26.1's OCI layout, `blobs/sha256/<digest>`, and the same image pulled
+ * from a registry into Docker 26.1's containerd store, its layers gzip blobs named by their
+ * compressed digests): a layer the target has under the same chain is left out and nothing else is
+ * touched; a target on the containerd store, or one that offers nothing, gets the archive byte for
+ * byte; the archive is followed while the save still writes it.
  */
 import { ChildProcess, execFileSync, spawn } from "child_process";
 import * as crypto from "crypto";
 import * as fs from "fs";
 import * as os from "os";
 import * as path from "path";
+import * as zlib from "zlib";
 import { afterAll, describe, expect, it } from "vitest";
 import { readScript } from "../../components/shell";
 
@@ -63,11 +65,14 @@ function member(archive: Buffer, name: string): Buffer {
 
 const sha256 = (data: Buffer) => `sha256:${crypto.createHash("sha256").update(data).digest("hex")}`;
 
-/** The layer files of an archive, by the diff id their bytes hash to. */
+const isGzip = (data: Buffer) => data.length > 2 && data[0] === 0x1f && data[1] === 0x8b;
+
+/** The layer files of an archive, by the diff id their bytes (uncompressed) hash to. */
 function layerFiles(archive: Buffer): Map<string, string> {
     const layers = new Map<string, string>();
     for (const name of members(archive).filter((name) => /(^|\/)layer\.tar$|^blobs\/sha256\/[0-9a-f]{64}$/.test(name))) {
-        const digest = sha256(member(archive, name));
+        const bytes = member(archive, name);
+        const digest = sha256(isGzip(bytes) ? zlib.gunzipSync(bytes) : bytes);
         if (digest === BASE || digest === OLD_TOP || digest === NEW_TOP) {
             layers.set(digest, name);
         }
@@ -80,6 +85,7 @@ const classic = (...images: readonly (readonly string[])[]) => ["store classic",
 describe.each([
     { layout: "legacy (Docker 20.10)", file: "app-2.docker20.tar" },
     { layout: "OCI (Docker 26.1)", file: "app-2.docker26.tar" },
+    { layout: "OCI, pulled into the containerd store (Docker 26.1: gzip layers)", file: "app-2.docker26-pulled.tar" },
 ])("image-layers.py on a $layout save", ({ file }) => {
     const saved = path.join(FIXTURES, file);
     const original = fs.readFileSync(saved);
@@ -94,7 +100,7 @@ describe.each([
         const removed = layerFiles(original).get(BASE)!;
         expect(members(result.archive)).toEqual(members(original).filter((name) => name !== removed));
         // The new top layer and every other member are there byte for byte.
-        expect(sha256(member(result.archive, layerFiles(original).get(NEW_TOP)!))).toBe(NEW_TOP);
+        expect(layerFiles(result.archive).get(NEW_TOP)).toBe(layerFiles(original).get(NEW_TOP));
         for (const name of members(result.archive).filter((name) => !name.endsWith("/"))) {
             expect(member(result.archive, name).equals(member(original, name))).toBe(true);
         }
@@ -144,6 +150,43 @@ describe.each([
         expect(followed.code).toBe(0);
         expect(followed.archive.equals(whole.archive)).toBe(true);
         expect(followed.archive.length).toBeLessThan(original.length);
+    });
+});
+
+describe("image-layers.py on compressed layers (an image pulled into the containerd store)", () => {
+    const saved = path.join(FIXTURES, "app-2.docker26-pulled.tar");
+    const original = fs.readFileSync(saved);
+
+    it("is a save whose layer blobs are gzip, named by their compressed digests, not by their diff ids", () => {
+        const layers = layerFiles(original);
+        expect([...layers.keys()].sort()).toEqual([BASE, NEW_TOP].sort());
+        for (const [diffId, name] of layers) {
+            expect(isGzip(member(original, name))).toBe(true);
+            expect(name).toBe(`blobs/sha256/${sha256(member(original, name)).slice(7)}`);
+            expect(name).not.toContain(diffId.slice(7));
+        }
+    });
+
+    it("sends a blob that is not a diff id and does not decompress (another compression, a broken gzip)", async () => {
+        const archive = path.join(scratch, "undecodable.tar");
+        const gzipLayer = member(original, layerFiles(original).get(BASE)!);
+        const zstdLike = Buffer.concat([Buffer.from([0x28, 0xb5, 0x2f, 0xfd]), zlib.gunzipSync(gzipLayer)]);
+        const brokenGzip = Buffer.concat([gzipLayer.subarray(0, 20), Buffer.alloc(64, 0xff)]);
+        execFileSync("python3", [
+            "-c",
+            `import hashlib, io, sys, tarfile
+with tarfile.open(sys.argv[1], "w") as out:
+    for data in (bytes.fromhex(sys.argv[2]), bytes.fromhex(sys.argv[3])):
+        info = tarfile.TarInfo("blobs/sha256/" + hashlib.sha256(data).hexdigest()); info.size = len(data)
+        out.addfile(info, io.BytesIO(data))`,
+            archive,
+            zstdLike.toString("hex"),
+            brokenGzip.toString("hex"),
+        ]);
+        const result = await thin(archive, classic(layerLists["app-1"]));
+        expect(result.code).toBe(0);
+        expect(result.archive.equals(fs.readFileSync(archive))).toBe(true);
+        expect(result.stderr).toContain("layers-left-out count=0");
     });
 });
 
