@@ -103,8 +103,12 @@ def keep_routes(routes):
 
 def main():
     # The router's own settings: all addresses, IGW mode (routing by model), no key on its command
-    # line (the workers get it in the registration, from this environment).
-    router = subprocess.Popen([ROUTER, "--enable-igw", "--host", "0.0.0.0", "--port", str(PORT)])
+    # line (the workers get it in the registration, from this environment). round_robin: each model
+    # has one worker, so the policy chooses nothing; the default, cache_aware, first asks the worker
+    # to render every request (vLLM's /v1/completions/render, /v1/chat/completions/render: its
+    # tokenizer, on the API server that streams the tokens) and only then sends it, a second round
+    # trip before each request's first token.
+    router = subprocess.Popen([ROUTER, "--enable-igw", "--policy", "round_robin", "--host", "0.0.0.0", "--port", str(PORT)])
 
     def stop(signum, _frame):
         router.send_signal(signum)

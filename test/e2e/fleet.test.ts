@@ -255,6 +255,12 @@ describe("a fleet of three services on four simulated Sparks", () => {
         expect(events.length).toBeGreaterThan(2);
         expect(events[events.length - 1]).toBe("data: [DONE]");
         expect(JSON.parse(events[0].slice("data: ".length)).model).toBe("coder-moe");
+        // One request to the service per completion: the router's policy (round_robin) does not ask
+        // vLLM to render each request first, as its default (cache_aware) would.
+        const access = onNode(cluster.nodes[2], "docker logs vllm-fleet-coder-vllm 2>&1");
+        expect(access, "coder's access log").toMatch(/"POST \/v1\/completions HTTP\/1\.1" 200/);
+        // (The access log's lines, not the route list the server prints at its start.)
+        expect(access, "coder's access log").not.toMatch(/"POST \S*\/render HTTP/);
     });
 
     it("puts its routes back when they are changed through the router's open admin API", async () => {

@@ -402,3 +402,34 @@ describe("the stand-in's compile step: slow without a warm compile cache", () =>
         }
     });
 });
+
+describe("the stand-in's /render endpoints (vLLM 0.17.1: a request rendered into engine prompts, nothing generated)", () => {
+    const render = (body: object, chat: boolean) =>
+        json(
+            "0.17.1",
+            [
+                "import json",
+                "from vllm.entrypoints.openai._server import Server",
+                "class Args: api_key = None",
+                "engine = type('Engine', (), {'execute': lambda self, rid: (_ for _ in ()).throw(AssertionError('no engine step'))})()",
+                "server = Server(Args(), engine, ['tiny'], '/models/tiny', 2048)",
+                `print(json.dumps(server.render(json.loads(${JSON.stringify(JSON.stringify(body))}), ${chat ? "True" : "False"}) + (server.requests,)))`,
+            ].join("\n"),
+        ) as [number, unknown, number];
+
+    it("renders a completion's prompt into one engine prompt of token ids, without an engine step or a counted request", () => {
+        const [status, prompts, requests] = render({ model: "tiny", prompt: "the weather in Paris" }, false);
+        expect(status).toBe(200);
+        expect(prompts).toEqual([{ type: "token", prompt_token_ids: [0, 1, 2, 3], prompt: "the weather in Paris" }]);
+        expect(requests).toBe(0);
+    });
+
+    it("renders a chat's messages, and refuses a model it does not serve with 404 as a completion would", () => {
+        const [status, prompts] = render({ model: "tiny", messages: [{ role: "user", content: "hi" }] }, true);
+        expect(status).toBe(200);
+        expect((prompts as { prompt_token_ids: number[] }[])[0].prompt_token_ids.length).toBeGreaterThan(0);
+        const [refused, error] = render({ model: "other", prompt: "x" }, false);
+        expect(refused).toBe(404);
+        expect(JSON.stringify(error)).toContain("The model `other` does not exist.");
+    });
+});

@@ -5,7 +5,10 @@
 # run_server is `vllm serve`'s single API server: setup_server (version and model, non-default
 # args, the parser plugins, validate_api_server_args, bind the port), the engine core (vllm/v1/engine/core.py: model
 # checks, executor, reasoning parser), then the OpenAI-compatible HTTP surface: /health, /ping,
-# /version, /metrics, /v1/models, /v1/completions, /v1/chat/completions (also `stream`);
+# /version, /metrics, /v1/models, /v1/completions, /v1/chat/completions (also `stream`), and their
+# /render twins (the request rendered into engine prompts without generating: vLLM 0.17.1's
+# completion/api_router.py and chat_completion/api_router.py; a router's cache_aware policy asks them
+# before each request; the stand-in's prompt is one token per word, its ids the words' positions);
 # --api-key / VLLM_API_KEY gives 401 on /v1/*. A completion needs every rank to answer; its text
 # is "ranks: 0@<ip> 1@<ip> ..." and `vllm_fleet_ranks` holds the same (stand-in fields).
 #
@@ -98,7 +101,8 @@ def setup_server(args):
 ROUTES = [
     ("/openapi.json", "GET, HEAD"), ("/docs", "GET, HEAD"), ("/health", "GET"), ("/ping", "GET, POST"),
     ("/version", "GET"), ("/v1/models", "GET"), ("/v1/chat/completions", "POST"),
-    ("/v1/completions", "POST"), ("/metrics", "GET"),
+    ("/v1/completions", "POST"), ("/v1/completions/render", "POST"), ("/v1/chat/completions/render", "POST"),
+    ("/metrics", "GET"),
 ]
 
 
@@ -126,19 +130,38 @@ class Server:
                              "is_blocking": False}]}
             for name in self.names]}
 
-    def complete(self, body: dict, chat: bool):
+    def unknown_model(self, body: dict):
         model = body.get("model") or self.names[0]
         if model not in self.names:
             return 404, {"error": {"message": f"The model `{model}` does not exist.", "type": "NotFoundError",
                                    "param": "model", "code": 404}}
+        return None
+
+    @staticmethod
+    def prompt_text(body: dict, chat: bool) -> str:
+        if chat:
+            return json.dumps(body.get("messages", []))
+        prompt = body.get("prompt", "")
+        return prompt if isinstance(prompt, str) else json.dumps(prompt)
+
+    def render(self, body: dict, chat: bool):
+        """POST /v1/completions/render and /v1/chat/completions/render: the model checked, the
+        prompt rendered (no engine step): a list of one engine prompt, its token ids."""
+        refused = self.unknown_model(body)
+        if refused:
+            return refused
+        prompt = self.prompt_text(body, chat)
+        return 200, [{"type": "token", "prompt_token_ids": list(range(max(1, len(prompt.split())))), "prompt": prompt}]
+
+    def complete(self, body: dict, chat: bool):
+        refused = self.unknown_model(body)
+        if refused:
+            return refused
+        model = body.get("model") or self.names[0]
         request_id = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex
         ranks = self.engine.execute(request_id)
         text = "ranks: " + " ".join(f"{r['rank']}@{r['ip']}" for r in ranks)
-        if chat:
-            prompt = json.dumps(body.get("messages", []))
-        else:
-            prompt = body.get("prompt", "")
-            prompt = prompt if isinstance(prompt, str) else json.dumps(prompt)
+        prompt = self.prompt_text(body, chat)
         prompt_tokens = max(1, len(prompt.split()))
         completion_tokens = len(text.split())
         created = int(time.time())
@@ -218,7 +241,8 @@ class Server:
                     return self._send(200, raw=text.encode(), content_type="text/plain; version=0.0.4")
                 if path == "/v1/models" and method == "GET":
                     return self._send(200, server.models_body())
-                if path in ("/v1/completions", "/v1/chat/completions") and method == "POST":
+                if path in ("/v1/completions", "/v1/chat/completions", "/v1/completions/render",
+                            "/v1/chat/completions/render") and method == "POST":
                     try:
                         body = json.loads(raw or b"{}")
                         if not isinstance(body, dict):
@@ -226,6 +250,8 @@ class Server:
                     except ValueError as e:
                         return self._send(400, {"error": {"message": f"Invalid JSON: {e}", "type": "BadRequestError",
                                                           "param": None, "code": 400}})
+                    if path.endswith("/render"):
+                        return self._send(*server.render(body, chat=path.startswith("/v1/chat/")))
                     try:
                         status, reply = server.complete(body, chat=path.endswith("chat/completions"))
                     except EngineDead as e:
