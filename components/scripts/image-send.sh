@@ -22,9 +22,25 @@ fi
 # identity) but not listed (`docker image ls`: its content is incomplete), and its `docker save`
 # holds its manifest and no config nor layer, which no node can load. Refused; the receiver is told
 # (a stream that ends without its end mark) so that it stops waiting for one.
+# The fix is to remove every image holding those unpacked layers, and images pulled that way are not
+# listed either: the refusal names those sharing its bottom layer that it can see (by containerd's
+# own list where it may read it, as root; else by Docker's) and says where the rest are listed.
+sharing_images() {
+  local names="" name bottom
+  names="$(ctr --namespace moby images ls --quiet 2>/dev/null || true)"
+  [ -n "$names" ] || names="$(docker image ls --format '{{.Repository}}:{{.Tag}}' | grep -vF '<none>' || true)"
+  bottom="$(docker image inspect --format '{{index .RootFS.Layers 0}}' "$IMAGE")"
+  for name in $names; do
+    if [ "$name" != "$IMAGE" ] && [ "$(docker image inspect --format '{{index .RootFS.Layers 0}}' "$name" 2>/dev/null)" = "$bottom" ]; then
+      printf '%s ' "$name"
+    fi
+  done
+  return 0
+}
 id="$(docker image inspect --format '{{.Id}}' "$IMAGE")"
 if ! docker image ls --all --quiet --no-trunc | grep -qxF "$id"; then
-  refusal="$IMAGE here lacks blobs (docker image ls omits it; its docker save would hold no layers): a pull into the containerd image store skips the blobs of layers already unpacked from another image; the fix is on this node: remove $IMAGE and the images sharing its layers, then pull it again; or set vllm-fleet:image.source to pull"
+  shared="$(sharing_images)"
+  refusal="$IMAGE here lacks blobs (docker image ls omits it; its docker save would hold no layers): its pull skipped blobs of layers already unpacked; the fix is on this node: remove it and every image sharing its bottom layer, then pull it again (or set vllm-fleet:image.source to pull); those here: ${shared:-none listed}and any pulled the same way (sudo ctr -n moby images ls lists them)"
   FLEET_SECRET="$SECRET" python3 -c "$FABRIC_STREAM" send "$TARGET_IP" "$PORT" -- false >/dev/null 2>&1 || true
   echo "$refusal" >&2
   exit 1

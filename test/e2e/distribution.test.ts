@@ -627,9 +627,16 @@ describe("preflight, and the image copy node to node over the fabric, on 3 simul
         expect(refused).toContain(`on node spark3`);
         expect(refused).toContain(`${image} here lacks blobs (docker image ls omits it; its docker save would hold no layers)`);
         expect(refused).toContain("the fix is on this node: remove");
-        // Done as it says: the image (by tag and digest, as `docker image ls` omits it) and every image
-        // there removed, the pull again fetches every blob.
-        onNode(containerd, `{ docker image rm --force ${image} ${index.pinned} $(docker image ls --all --quiet | sort -u) >/dev/null 2>&1 || true; } && docker pull --quiet ${index.pinned} >/dev/null && docker tag ${index.pinned} ${image}`);
+        // It names the images sharing the bottom layer that Docker lists (the loaded build before);
+        // containerd's own list (as root) has those the first case's pull made too, unlisted by Docker.
+        expect(refused).toMatch(/those here: [^;]*vllm-fleet-sim\/workload:\S+ .*sudo ctr -n moby images ls lists them/);
+        const bottom = (ref: string) => onNode(containerd, `docker image inspect --format '{{index .RootFS.Layers 0}}' ${ref}`).trim();
+        const sharing = onNode(containerd, "ctr --address /var/run/docker/containerd/containerd.sock --namespace moby images ls --quiet")
+            .split("\n")
+            .filter((ref) => ref !== "" && bottom(ref) === bottom(image));
+        expect(sharing).toContain(`${cluster.registry}/vllm-fleet/workload:e2e`);
+        // Done as it says: those removed, the pull again fetches every blob.
+        onNode(containerd, `docker image rm --force ${sharing.join(" ")} >/dev/null && docker pull --quiet ${index.pinned} >/dev/null && docker tag ${index.pinned} ${image}`);
         expect(onNode(containerd, "docker image ls --all --quiet --no-trunc")).toContain(index.indexDigest);
         const up = await stack.up();
         expect(up.summary.result).toBe("succeeded");
