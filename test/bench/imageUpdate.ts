@@ -41,6 +41,8 @@ export interface ImageCopySample {
 /** What the image-update bench measured. */
 export interface ImageUpdateRecord {
     readonly startedAt: string;
+    /** The nodes' Docker engine and image store, as the first node reports them. */
+    readonly docker: string;
     /** The image's size (`docker image inspect .Size`). */
     readonly imageBytes: number;
     readonly updates: readonly ImageCopySample[];
@@ -80,7 +82,7 @@ export function imageUpdateReport(record: ImageUpdateRecord): string {
     const lines = [
         "# Image update: an update moves only what changed",
         "",
-        `Run ${record.startedAt}. Two simulated Sparks; the workload image (${mib(record.imageBytes)} MiB, two layers) rebuilt on the first node with its top layer changed ` +
+        `Run ${record.startedAt}. Two simulated Sparks (their Docker: ${record.docker}); the workload image (${mib(record.imageBytes)} MiB, two layers) rebuilt on the first node with its top layer changed ` +
             `(the old top layer's files and ${mib(EXTRA_BYTES)} MiB more), copied to the second node, which has the build before, by image-receive.sh + image-send.sh. ` +
             "Bytes over the fabric: what the first node's fabric interface sent during the copy (TCP/IP headers and the stream's framing included).",
         "",
@@ -115,7 +117,8 @@ async function copyOnce(cluster: SimCluster, newLayerBytes: number): Promise<Ima
     const before = txBytes(cluster, source.fabricIface);
     const start = Date.now();
     const [received, sent] = await Promise.all([
-        overSsh(cluster, 1, scriptProgram(["image-identity", "image-receive"], { ...common, BIND_IP: target.fabricIp, SENDER_IP: source.fabricIp })),
+        // The receiver leaves its delivery mark as in a stack (image-mark.sh), under a name of the bench's own.
+        overSsh(cluster, 1, scriptProgram(["image-identity", "image-mark", "image-receive"], { ...common, BIND_IP: target.fabricIp, SENDER_IP: source.fabricIp, MARK: ".vllm-fleet/bench/image-update", REVISION: "bench" })),
         overSsh(cluster, 0, scriptProgram(["image-identity", "image-send"], { ...common, TARGET_IP: target.fabricIp, IMAGE_LAYERS: readScript("image-layers.py") })),
     ]);
     const seconds = (Date.now() - start) / 1000;
@@ -158,11 +161,13 @@ export async function runImageUpdateBench(options: BenchOptions): Promise<boolea
     const updates: ImageCopySample[] = [];
     let whole: ImageCopySample | undefined;
     let imageBytes = 0;
+    let docker = "not read";
     let failure: string | undefined;
     try {
         log(`bringing up simulated cluster ${clusterName} (2 nodes)`);
         clusterUp = true;
         const cluster = await simUp(clusterName, 2);
+        docker = onNode(cluster.nodes[0], "docker info --format '{{.ServerVersion}}, storage driver {{.Driver}}'").trim();
         for (let run = 1; run <= options.runs; run++) {
             log(`image update ${run} of ${options.runs}: a new build on the first node, its top layer changed`);
             const newLayerBytes = updateTopLayer(cluster.nodes[0], cluster.workloadImage, EXTRA_BYTES);
@@ -178,7 +183,7 @@ export async function runImageUpdateBench(options: BenchOptions): Promise<boolea
     } finally {
         await cleanUp();
     }
-    const record: ImageUpdateRecord = { startedAt, imageBytes, updates, whole, failure };
+    const record: ImageUpdateRecord = { startedAt, docker, imageBytes, updates, whole, failure };
     fs.mkdirSync(options.outDir, { recursive: true });
     fs.writeFileSync(path.join(options.outDir, "image-update.json"), JSON.stringify({ ...record, targets: imageUpdateTargets(record) }, null, 2));
     const report = imageUpdateReport(record);

@@ -23,16 +23,17 @@ describe("the bench's --image-update", () => {
         { fabric: [66, 67, 80], passed: true, value: 67 / 64 },
         { fabric: [71, 72, 300], passed: false, value: 72 / 64 },
     ])("judges the median of bytes over the fabric per new-layer byte against 1.1 ($value)", ({ fabric, passed, value }) => {
-        const record: ImageUpdateRecord = { startedAt: "t", imageBytes: 600 * MiB, updates: fabric.map((bytes) => update(64, bytes)), whole: update(0, 620) };
+        const record: ImageUpdateRecord = { startedAt: "t", docker: "26.1.5+dfsg1, storage driver overlay2", imageBytes: 600 * MiB, updates: fabric.map((bytes) => update(64, bytes)), whole: update(0, 620) };
         const [result] = imageUpdateTargets(record);
         expect(result).toMatchObject({ passed, limit: 1.1 });
         expect(result.value).toBeCloseTo(value, 6);
         expect(result.detail).toContain("the whole image copied: 620.0 MiB over the fabric");
         expect(imageUpdateReport(record)).toContain(passed ? "| pass |" : "| FAIL |");
+        expect(imageUpdateReport(record)).toContain("Two simulated Sparks (their Docker: 26.1.5+dfsg1, storage driver overlay2)");
     });
 
     it("fails when no update was measured, and says so", () => {
-        const record: ImageUpdateRecord = { startedAt: "t", imageBytes: 0, updates: [], failure: "simUp failed" };
+        const record: ImageUpdateRecord = { startedAt: "t", docker: "26.1.5+dfsg1, storage driver overlay2", imageBytes: 0, updates: [], failure: "simUp failed" };
         expect(imageUpdateTargets(record)).toMatchObject([{ passed: false, detail: "no update was measured" }]);
         expect(imageUpdateReport(record)).toContain("FAILED: simUp failed");
     });
