@@ -30,6 +30,7 @@ describe("Ray backend on 2 simulated Sparks (the head on the containerd image st
     const name = "e2e-ray2";
     let cluster: SimCluster;
     let stack: Stack;
+    let second: Stack | undefined;
     let workDir: string;
     let envVars: Record<string, string>;
 
@@ -38,7 +39,7 @@ describe("Ray backend on 2 simulated Sparks (the head on the containerd image st
     });
 
     afterAll(async () => {
-        await tearDown({ stacks: [stack], cluster: name, workDir });
+        await tearDown({ stacks: [second, stack], cluster: name, workDir });
         console.log(`timings (s) for ${nodes} nodes: ${JSON.stringify(timings)}`);
     });
 
@@ -77,6 +78,24 @@ describe("Ray backend on 2 simulated Sparks (the head on the containerd image st
         expect(again.summary.result).toBe("succeeded");
         expect(Object.keys(again.summary.resourceChanges ?? {})).toEqual(["same"]);
         expect(containerIds(cluster)).toEqual(before);
+    });
+
+    it("refuses a second stack aimed at its nodes at preview and at up, naming node, container and owning stack; the first serves on with the same containers, and the second's destroy touches none", async () => {
+        const owned = () =>
+            cluster.nodes.map((node) => onNode(node, `docker ps -a --filter label=vllm-fleet.stack=${stack.name} --format '{{.Names}} {{.ID}} {{.State}}'`).trim());
+        const before = owned();
+        expect(before.every((lines) => lines.includes(`${RAY_CONTAINER} `) && lines.split("\n").every((line) => line.endsWith(" running")))).toBe(true);
+        second = await openStack(`${name}-second`, { workDir, envVars, config: simStackConfig(cluster, MODEL_DIR, { parallelism: { tensor: nodes } }) });
+        const refusal = new RegExp(`node spark1: container ${RAY_CONTAINER} \\(Up .*?\\) belongs to the stack ${stack.name}, not to ${name}-second; .*pulumi destroy --stack ${stack.name}`);
+        await expect(second.preview()).rejects.toThrow(refusal);
+        await expect(second.up()).rejects.toThrow(refusal);
+        // Its destroy has nothing of its own to remove and removes nothing of the first's.
+        const destroyed = await second.destroy();
+        expect(destroyed.summary.result).toBe("succeeded");
+        expect(owned()).toEqual(before);
+        const endpoint = (await stack.outputs()).endpoint.value as string;
+        const key = (await stack.outputs()).apiKey.value as string;
+        expect((await complete(endpoint, "tiny-moe", key)).choices[0].text).toMatch(/^ranks: /);
     });
 
     it("applies a max-model-len change to the vLLM service only", async () => {
