@@ -25,18 +25,9 @@ import { parseImageName } from "../../infra/core/image";
 import { openStack } from "../automation";
 import { updateTopLayer } from "./imageUpdate";
 import { pushMultiPlatformIndex } from "./multiPlatform";
-import { SimCluster, SimNode, complete, onNode, putTinyModel, simPush, simStackConfig, simUp, tearDown, tempWorkspace } from "./simCluster";
+import { SimCluster, SimNode, complete, failureOf, onNode, putTinyModel, simPush, simStackConfig, simUp, tearDown, tempWorkspace } from "./simCluster";
 
 const MODEL_DIR = "/home/spark/models/tiny-moe";
-
-async function failureOf(action: Promise<unknown>): Promise<string> {
-    return action.then(
-        () => {
-            throw new Error("expected the deployment to fail");
-        },
-        (error: Error) => error.message,
-    );
-}
 
 function imageId(cluster: SimCluster, index: number): string {
     return onNode(cluster.nodes[index], `docker image inspect --format '{{.Id}}' ${cluster.workloadImage}`).trim();

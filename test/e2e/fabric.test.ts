@@ -12,7 +12,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Stack } from "@pulumi/pulumi/automation";
-import { SimCluster, complete, onNode, simDeployment, tearDown } from "./simCluster";
+import { SimCluster, complete, failureOf, onNode, simDeployment, tearDown } from "./simCluster";
 
 /** Every container of the stack on every node (none after a refusal). */
 function stackContainers(cluster: SimCluster, stack: string): string[] {
@@ -20,14 +20,6 @@ function stackContainers(cluster: SimCluster, stack: string): string[] {
         onNode(node, `docker ps -a --filter label=vllm-fleet.stack=${stack} --format '{{.Names}}' 2>/dev/null || true`)
             .split("\n")
             .filter((line) => line !== ""),
-    );
-}
-
-/** What a failing `up` says (Automation API: the CLI's output in the error). */
-async function failureOf(stack: Stack): Promise<string> {
-    return stack.up().then(
-        () => "",
-        (error: Error) => error.message,
     );
 }
 
@@ -121,7 +113,7 @@ describe("a node without RDMA device nodes, and serve arguments the image's vLLM
     });
 
     it("refuses by default once NCCL chose TCP sockets there, naming the node and the cause", async () => {
-        const message = await failureOf(stack);
+        const message = await failureOf(stack.up());
         expect(message).toMatch(/node spark2: NCCL uses TCP sockets \(NET\/Socket\), not RoCE \(NET\/IB\): the node shows RoCE devices .* but no RDMA device nodes/);
         expect(message).not.toMatch(/node spark1: NCCL uses TCP/);
     });
@@ -145,7 +137,7 @@ describe("a node without RDMA device nodes, and serve arguments the image's vLLM
 
     it.each(refused)("refuses %s before any container starts, with vLLM's message and the key", async (_what, vllm, message) => {
         await stack.setConfig("vllm-fleet:vllm", { value: JSON.stringify({ port: 8000, maxModelLen: 4096, ...vllm }) });
-        const failure = await failureOf(stack);
+        const failure = await failureOf(stack.up());
         expect(failure).toMatch(/the vLLM in \S+ refuses the serve arguments/);
         expect(failure).toMatch(message);
         expect(stackContainers(cluster, name)).toEqual([]);

@@ -13,7 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Stack } from "@pulumi/pulumi/automation";
 import { openStack } from "../automation";
 import { HubStandIn, commitOf, startHubStandIn } from "./hubStandIn";
-import { SimCluster, TINY_MODEL_CONFIG, complete, onNode, simStackConfig, simUp, tearDown, tempWorkspace, timer } from "./simCluster";
+import { SimCluster, TINY_MODEL_CONFIG, complete, failureOf, onNode, simStackConfig, simUp, tearDown, tempWorkspace, timer } from "./simCluster";
 
 const timings: Record<string, number> = {};
 const timed = timer(timings);
@@ -29,15 +29,6 @@ const FILES = { "config.json": TINY_CONFIG, "README.md": "# tiny-moe\nThe e2e te
 const REPO = { id: "fleet/tiny-moe", commit: commitOf("tiny-moe"), files: FILES };
 const GATED = { id: "fleet/tiny-moe-gated", commit: commitOf("tiny-moe-gated"), files: FILES, gated: true };
 const FLAKY = { id: "fleet/tiny-moe-flaky", commit: commitOf("tiny-moe-flaky"), files: FILES, dropOnce: { file: "model-00001-of-00001.safetensors", after: 12 * 1024 * 1024 } };
-
-async function failureOf(action: Promise<unknown>): Promise<string> {
-    return action.then(
-        () => {
-            throw new Error("expected the deployment to fail");
-        },
-        (error: Error) => error.message,
-    );
-}
 
 describe("the model from the Hub (hub stand-in) on 2 simulated Sparks", () => {
     const name = "e2e-hub";

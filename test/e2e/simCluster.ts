@@ -249,3 +249,13 @@ export async function tearDown(parts: { stacks: readonly (Stack | undefined)[]; 
         }
     }
 }
+
+/** The message of a stack operation that is expected to fail (a success fails the test). */
+export async function failureOf(action: Promise<unknown>): Promise<string> {
+    return action.then(
+        () => {
+            throw new Error("expected the deployment to fail");
+        },
+        (error: Error) => error.message,
+    );
+}
