@@ -625,9 +625,10 @@ describe("preflight, and the image copy node to node over the fabric, on 3 simul
         // containerd's own list (as root) has the pinned image the case before pulled there too, unlisted by Docker.
         expect(refused).toMatch(/those here: [^;]*vllm-fleet-sim\/workload:\S+ .*sudo ctr -n moby images ls lists them/);
         const bottom = (ref: string) => onNode(containerd, `docker image inspect --format '{{index .RootFS.Layers 0}}' ${ref}`).trim();
+        const imageBottom = bottom(image);
         const sharing = onNode(containerd, "ctr --address /var/run/docker/containerd/containerd.sock --namespace moby images ls --quiet")
             .split("\n")
-            .filter((ref) => ref !== "" && bottom(ref) === bottom(image));
+            .filter((ref) => ref !== "" && bottom(ref) === imageBottom);
         expect(sharing.filter((ref) => ref.startsWith(`${cluster.registry}/vllm-fleet/workload`) && ref !== image && ref !== index.pinned)).not.toEqual([]);
         // Done as it says: those removed, the pull again fetches every blob.
         onNode(containerd, `docker image rm --force ${sharing.join(" ")} >/dev/null && docker pull --quiet ${index.pinned} >/dev/null && docker tag ${index.pinned} ${image}`);

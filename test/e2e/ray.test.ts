@@ -93,9 +93,8 @@ describe("Ray backend on 2 simulated Sparks (the head on the containerd image st
         const destroyed = await second.destroy();
         expect(destroyed.summary.result).toBe("succeeded");
         expect(owned()).toEqual(before);
-        const endpoint = (await stack.outputs()).endpoint.value as string;
-        const key = (await stack.outputs()).apiKey.value as string;
-        expect((await complete(endpoint, "tiny-moe", key)).choices[0].text).toMatch(/^ranks: /);
+        const outputs = await stack.outputs();
+        expect((await complete(outputs.endpoint.value as string, "tiny-moe", outputs.apiKey.value as string)).choices[0].text).toMatch(/^ranks: /);
     });
 
     it("applies a max-model-len change to the vLLM service only", async () => {
