@@ -5,6 +5,7 @@
 import * as pulumi from "@pulumi/pulumi";
 import * as docker from "@pulumi/docker";
 import { ContainerSpec, toDockerContainerInputs, toDockerRunArgs } from "../infra/core/containerSpec";
+import { KeyCheckPlan, withKeyCheck } from "../infra/core/plan";
 import { CommandRunner, hostCommand } from "./hostCommand";
 import { NodeAccess } from "./sparkNode";
 import { scriptProgram } from "./shell";
@@ -47,6 +48,21 @@ export interface StartOptions {
  */
 export const SECRET_ENV = ["VLLM_API_KEY", "RAY_AUTH_TOKEN"] as const;
 
+/** The key check the container that runs vLLM's API server carries, and the image's own PYTHONPATH. */
+export interface ServingKeyCheck {
+    readonly plan: KeyCheckPlan;
+    /** As the argument check read it from the image ("" without one). */
+    readonly imagePythonPath: pulumi.Input<string>;
+}
+
+/** `spec` carrying the key check once the image's PYTHONPATH is known; `spec` itself without one. */
+export function withServingKeyCheck(spec: pulumi.Output<ContainerSpec>, keyCheck: ServingKeyCheck | undefined): pulumi.Output<ContainerSpec> {
+    if (!keyCheck) {
+        return spec;
+    }
+    return pulumi.all([spec, keyCheck.imagePythonPath]).apply(([resolved, pythonPath]) => withKeyCheck(resolved, keyCheck.plan, pythonPath));
+}
+
 /** The programs that start and remove a container (container-run.sh, container-remove.sh), with what they use. */
 export const CONTAINER_RUN = ["docker-state", "container-run"];
 export const CONTAINER_REMOVE = ["docker-state", "container-remove"];
@@ -59,6 +75,8 @@ export function sshDriverCommands(spec: ContainerSpec, start: StartOptions = {})
             NAME: spec.name,
             RUN_ARGS: toDockerRunArgs(spec, { valuesFromEnvironment: secrets }),
             SECRET_ENV: secrets.map((name) => `${name}=${spec.env[name]}`),
+            FILE_PATHS: (spec.files ?? []).map((file) => file.path),
+            FILE_CONTENTS: (spec.files ?? []).map((file) => file.content),
             REMOVE_FIRST: (start.removeFirst ?? []).filter((name) => name !== spec.name),
             WATCH_SECONDS: start.watchSeconds ?? 2,
         }),
@@ -131,6 +149,7 @@ export function realizeContainer(
                 labels: inputs.labels,
                 mustRun: inputs.mustRun,
                 wait: inputs.wait,
+                uploads: inputs.uploads,
             },
             { ...opts, provider: node.dockerProvider, deleteBeforeReplace: true, dependsOn: [...toArray(opts.dependsOn), ...removeFirst] },
         );

@@ -1,7 +1,7 @@
 /**
  * The optional host firewall of a node (security.firewall: true): Ray's and vLLM's internal ports
- * admit new connections from the fabric subnet only (components/scripts/firewall.sh); SSH and vLLM's
- * API stay open. Put back by the next `up` when the node lost its rules (a reboot): the read of every
+ * admit new connections from the fabric subnet only, the ports that face clients (the gateway's, the
+ * services' APIs) from security.clients only (components/scripts/firewall.sh); SSH stays open. Put back by the next `up` when the node lost its rules (a reboot): the read of every
  * run looks for the rules' marker (infra/core/observe.ts firewallRevisions), and a new revision
  * applies them again.
  */
@@ -32,6 +32,8 @@ export class NodeFirewall extends pulumi.ComponentResource {
                 CHAIN: rules.chain,
                 FABRIC_SUBNET: rules.fabricSubnet,
                 OPEN_PORTS: [...rules.openPorts],
+                CLIENT_PORTS: [...rules.clientPorts],
+                CLIENTS: [...rules.clients],
                 CLOSED_PORTS: [...rules.closedPorts],
                 MARKER: rules.marker,
                 REVISION: rules.revision,

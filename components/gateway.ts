@@ -1,12 +1,14 @@
 /**
  * The gateway: one endpoint for every service of the stack, on the node gateway.node names.
  * vllm-router (the vLLM project's router) in its inference-gateway mode routes each request by its
- * `model` to the service that serves it; the launcher (scripts/gateway.py) only starts it and keeps
- * the routes registered, as a step of the stack gives them to it (scripts/gateway-routes.sh). Ready
- * when every model answers a completion through it.
+ * `model` to the service that serves it, on the node's loopback only; HAProxy in front of it on
+ * gateway.port is the door clients use: the stack's key on every request, the OpenAI routes only,
+ * no foreign web origin (infra/core/plan/gateway.ts gatewayProxyConfig). The launcher
+ * (scripts/gateway.py) starts both and keeps the routes registered, as a step of the stack gives them
+ * to it (scripts/gateway-routes.sh). Ready when every model answers a completion through it.
  */
 import * as pulumi from "@pulumi/pulumi";
-import { GatewayPlan, withEnv } from "../infra/core/plan";
+import { GatewayPlan, withKeyDigest } from "../infra/core/plan";
 import { realizeContainer } from "./container";
 import { CommandRunner, hostCommand } from "./hostCommand";
 import { NodeAccess } from "./sparkNode";
@@ -17,7 +19,10 @@ export interface GatewayArgs {
     readonly node: NodeAccess;
     /** The gateway as planned: its container, routes and readiness gate. */
     readonly plan: GatewayPlan;
-    /** The stack's API key (a secret), checked by every service; none: the services are open. */
+    /**
+     * The stack's API key (a secret), checked by the gateway's proxy (as its SHA-256: the container
+     * holds no key) and again by every service; none: both are open.
+     */
     readonly apiKey?: pulumi.Input<string>;
     /**
      * What must serve before the gateway starts: every service (their readiness gates), and the
@@ -51,7 +56,8 @@ export class Gateway extends pulumi.ComponentResource {
         super("vllm-fleet:gateway:Gateway", name, {}, opts);
         const { plan, node } = args;
         const apiKey = pulumi.output(args.apiKey ?? "");
-        const spec = apiKey.apply((key) => (key ? withEnv(plan.spec, { VLLM_API_KEY: key }) : plan.spec));
+        // The proxy compares each request's key with the key's SHA-256: the container holds no key.
+        const spec = apiKey.apply((key) => (plan.keyed && key ? withKeyDigest(plan.spec, key) : plan.spec));
         const container = realizeContainer(args.containerDriver, args.runner, `${name}-container`, node, spec, { parent: this, dependsOn: [...args.after] });
         // The routes, given to the running router: a new route set is applied in place (the
         // container stays); a new container gets them again.

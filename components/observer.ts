@@ -128,6 +128,20 @@ export function splitViews(output: string): Map<number, string> {
 }
 
 /**
+ * Runs a read-only `program` on `node` over SSH (the node's shared connection, as every path to a
+ * node goes) and answers what it printed; fails naming the node when it cannot.
+ */
+export async function readOverSsh(node: FleetNode, sshConnectSeconds: number, secrets: ObserverSecrets, program: string, timeoutSeconds: number): Promise<string> {
+    const target = { ...node, connectTimeoutSeconds: sshConnectSeconds };
+    const files = writeSshFiles(secrets.stack, { ...target, node: node.name }, secrets.privateKey, secrets.privateKeyPath);
+    const input = programsOnStdin({ create: program });
+    const outcome = await overSharedConnection(target, secrets.privateKey, (extra) =>
+        runSsh(node, timeoutSeconds, sshArgs(target, files.keyFile, files.knownHostsFile, runFromStdin("create"), extra), input),
+    );
+    return readOutput(node, sshConnectSeconds, timeoutSeconds, outcome);
+}
+
+/**
  * The observer of real hosts: the system ssh client, one session per node (every view of the node
  * read in it, read-views.sh), all nodes at once.
  */
@@ -136,19 +150,14 @@ export const observeOverSsh: Observer = async (views, secrets, options = {}) => 
     const reads = await Promise.all(
         nodes.map(async ({ node, view: first }) => {
             const timeouts = first.config.timeouts;
-            const target = { ...node, connectTimeoutSeconds: timeouts.sshConnectSeconds };
-            const files = writeSshFiles(secrets.stack, { ...target, node: node.name }, secrets.privateKey, secrets.privateKeyPath);
             const programs = views.map((view) => {
                 const index = view.config.nodes.findIndex((candidate) => candidate.name === node.name);
                 return index < 0 ? "" : observeProgram(view.config, secrets.stack, view.containers, index, options.rayNodes);
             });
-            const input = programsOnStdin({ create: scriptProgram("read-views", { VIEWS: programs }) });
             const timeout = timeouts.sshConnectSeconds * 2 + 90 * programs.filter((program) => program !== "").length;
             // Over the node's shared connection, which the steps of this run use next.
-            const outcome = await overSharedConnection(target, secrets.privateKey, (extra) =>
-                runSsh(node, timeout, sshArgs(target, files.keyFile, files.knownHostsFile, runFromStdin("create"), extra), input),
-            );
-            return [node.name, splitViews(readOutput(node, target.connectTimeoutSeconds, timeout, outcome))] as const;
+            const output = await readOverSsh(node, timeouts.sshConnectSeconds, secrets, scriptProgram("read-views", { VIEWS: programs }), timeout);
+            return [node.name, splitViews(output)] as const;
         }),
     );
     const byNode = new Map(reads);

@@ -7,7 +7,7 @@
 import * as pulumi from "@pulumi/pulumi";
 import { RayPlan, joinedTo, withEnv } from "../infra/core/plan";
 import { ServingCache, withServingCache } from "./compileCache";
-import { realizeContainer } from "./container";
+import { ServingKeyCheck, realizeContainer, withServingKeyCheck } from "./container";
 import { ComponentError } from "./errors";
 import { CommandRunner, hostCommand } from "./hostCommand";
 import { NodeAccess } from "./sparkNode";
@@ -28,6 +28,8 @@ export interface RayClusterArgs {
     readonly after?: readonly pulumi.Resource[];
     /** The compile caches every Ray container mounts (config `cache`); none: caches die with the containers. */
     readonly cache?: ServingCache;
+    /** The key check of every route, carried by the head, where `vllm serve` runs (with an API key). */
+    readonly keyCheck?: ServingKeyCheck;
 }
 
 export class RayCluster extends pulumi.ComponentResource {
@@ -58,7 +60,10 @@ export class RayCluster extends pulumi.ComponentResource {
             // `ray start` retries the head while that boots, so the two still boot side by side.
             const spec = withServingCache(
                 index === 0
-                    ? gated.apply((token) => withEnv(planned.spec, { RAY_AUTH_TOKEN: token }))
+                    ? withServingKeyCheck(
+                          gated.apply((token) => withEnv(planned.spec, { RAY_AUTH_TOKEN: token })),
+                          args.keyCheck,
+                      )
                     : pulumi.all([gated, headContainerId!]).apply(([token, headId]) => joinedTo(withEnv(planned.spec, { RAY_AUTH_TOKEN: token }), planned.node, headId)),
                 args.cache,
             );

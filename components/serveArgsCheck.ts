@@ -27,16 +27,20 @@ export interface ArgsCheckReport {
     readonly reason?: string;
     /** Absent when the check could not read them (the check of an older vllm-fleet, a Python that did not start). */
     readonly versions?: ImageVersions;
+    /** The image's own PYTHONPATH ("" when it sets none, or the check of an older vllm-fleet did not say). */
+    readonly imagePythonPath: string;
 }
 
 /** Parses the standard output of vllm-args-check.sh (a refusal fails the command: no output to parse). */
 export function parseArgsCheck(stdout: string): ArgsCheckReport {
     const unchecked = /^unchecked: (.*)$/m.exec(stdout);
     const versions = /^versions vllm=(\S+) ray=(\S+)$/m.exec(stdout);
+    const pythonPath = /^pythonpath ?(.*)$/m.exec(stdout);
     return {
         verdict: unchecked ? "unchecked" : "accepted",
         ...(unchecked ? { reason: unchecked[1] } : {}),
         ...(versions ? { versions: { vllm: versions[1], ray: versions[2] } } : {}),
+        imagePythonPath: pythonPath ? pythonPath[1].trim() : "",
     };
 }
 
@@ -59,6 +63,8 @@ export class ServeArgsCheck extends pulumi.ComponentResource {
     public readonly check: pulumi.Resource;
     /** The image's vLLM and Ray versions (undefined when the check could not read them). */
     public readonly versions: pulumi.Output<ImageVersions | undefined>;
+    /** The image's own PYTHONPATH ("" without one): what the key check's directory goes before. */
+    public readonly imagePythonPath: pulumi.Output<string>;
 
     constructor(name: string, args: ServeArgsCheckArgs, opts?: pulumi.ComponentResourceOptions) {
         super("vllm-fleet:vllm:ServeArgsCheck", name, {}, opts);
@@ -89,6 +95,7 @@ export class ServeArgsCheck extends pulumi.ComponentResource {
         });
         this.check = command.resource;
         this.versions = report.apply((found) => found.versions);
-        this.registerOutputs({ versions: this.versions });
+        this.imagePythonPath = report.apply((found) => found.imagePythonPath);
+        this.registerOutputs({ versions: this.versions, imagePythonPath: this.imagePythonPath });
     }
 }

@@ -11,7 +11,7 @@ import * as pulumi from "@pulumi/pulumi";
 import { VllmPlan, joinedToRank0, withEnv } from "../infra/core/plan";
 import { PHASE_POLL_SECONDS, PHASE_REPEAT_SECONDS, VLLM_PHASES } from "../infra/core/vllmPhases";
 import { ServingCache, withServingCache } from "./compileCache";
-import { realizeContainer } from "./container";
+import { ServingKeyCheck, realizeContainer, withServingKeyCheck } from "./container";
 import { ComponentError } from "./errors";
 import { CommandRunner, hostCommand } from "./hostCommand";
 import { RayCluster } from "./rayCluster";
@@ -49,6 +49,8 @@ export interface VllmServiceArgs {
     readonly after?: readonly pulumi.Resource[];
     /** The compile caches the mp ranks mount (config `cache`; the Ray containers get theirs from RayCluster). */
     readonly cache?: ServingCache;
+    /** The key check of every route, carried by rank 0, which runs the API server (mp, with an API key). */
+    readonly keyCheck?: ServingKeyCheck;
 }
 
 export class VllmService extends pulumi.ComponentResource {
@@ -130,10 +132,8 @@ export class VllmService extends pulumi.ComponentResource {
             const containers: pulumi.Resource[] = [];
             nodes.forEach((node, index) => {
                 const rank = ranks[index];
-                const keyed = withServingCache(
-                    apiKey.apply((key) => (key ? withEnv(rank.spec, { VLLM_API_KEY: key }) : rank.spec)),
-                    args.cache,
-                );
+                const withKey = apiKey.apply((key) => (key ? withEnv(rank.spec, { VLLM_API_KEY: key }) : rank.spec));
+                const keyed = withServingCache(index === 0 ? withServingKeyCheck(withKey, args.keyCheck) : withKey, args.cache);
                 const spec = index === 0 ? keyed : pulumi.all([keyed, revisions[0]]).apply(([planned, rank0]) => joinedToRank0(planned, node.nodeName, rank0));
                 const container = realizeContainer(
                     args.containerDriver,

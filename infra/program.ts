@@ -216,8 +216,11 @@ function serveService(
     const cache = context.cachePlan ? { plan: context.cachePlan, imageIdentity: prepared.apply((list) => list[0].facts.imageIdentity) } : undefined;
     const after = [argsChecked.check, ...context.after];
     const driving = { runner, containerDriver: config.containerDriver };
-    const ray = plan.ray ? new RayCluster(name("ray"), { nodes, plan: plan.ray, gate, rayToken: context.rayToken!, after, cache, ...driving }) : undefined;
-    const vllm = new VllmService(plan.name === DEFAULT_SERVICE ? "vllm" : `${plan.name}-vllm`, { nodes, plan: plan.vllm, gate, ray, apiKey: context.apiKey, after, cache, ...driving });
+    // The key check goes with the API server: into the Ray head (ray), or rank 0 (mp).
+    const keyCheck = plan.keyCheck ? { plan: plan.keyCheck, imagePythonPath: argsChecked.imagePythonPath } : undefined;
+    const ray = plan.ray ? new RayCluster(name("ray"), { nodes, plan: plan.ray, gate, rayToken: context.rayToken!, after, cache, ...driving, keyCheck }) : undefined;
+    const vllmArgs = { nodes, plan: plan.vllm, gate, ray, apiKey: context.apiKey, after, cache, ...driving, keyCheck: ray ? undefined : keyCheck };
+    const vllm = new VllmService(plan.name === DEFAULT_SERVICE ? "vllm" : `${plan.name}-vllm`, vllmArgs);
     const outputs = pulumi
         .all([vllm.endpoint, vllm.modelId, vllm.fabricTransport, vllm.completion, argsChecked.versions, ray ? ray.headAddress : pulumi.output("")])
         .apply(([endpoint, model, fabricTransport, completion, versions, rayHead]) => ({
@@ -304,6 +307,7 @@ export async function fleetProgram(observe: Observer = observeOverSsh): Promise<
         watchdogScript: readScript("watchdog.py"),
         lifecycleScript: readScript(VLLM_LIFECYCLE),
         gatewayScript: config.gateway ? readScript("gateway.py") : undefined,
+        keyCheckScript: readScript("vllm_fleet_key.py"),
     });
     for (const warning of plan.warnings) {
         pulumi.log.warn(warning);

@@ -5,11 +5,12 @@
  * tools/statusReport.ts makes of it. Exit code 0 when serving, 1 when not, 2 when it cannot tell.
  */
 import { Workspace } from "@pulumi/pulumi/automation";
-import { observeOverSsh } from "../components/observer";
-import { CONFIG_KEYS, CONFIG_NAMESPACE, parseFleetConfig, serviceConfig } from "../infra/core/config";
+import { observeOverSsh, readOverSsh } from "../components/observer";
+import { scriptProgram } from "../components/shell";
+import { CONFIG_KEYS, CONFIG_NAMESPACE, GATEWAY_ROUTER_PORT, parseFleetConfig, serviceConfig } from "../infra/core/config";
 import { findProjectRoot } from "../infra/core/project";
 import { rawConfigValues, resolvePrivateKeyText } from "../infra/core/config/stackValues";
-import { serviceContainers } from "../infra/core/names";
+import { gatewayContainer, serviceContainers } from "../infra/core/names";
 import { ofService } from "../infra/core/observe";
 import { runCommand } from "./command";
 import { projectStack } from "./stack";
@@ -26,12 +27,15 @@ async function httpCall(url: string, init: RequestInit = {}): Promise<{ status: 
 }
 
 /**
- * A look at the gateway from this machine, as a client sees it: the router's workers, and one
- * completion of each model through it with the stack's key (read-only, as the watchdog's probe).
+ * A look at the gateway: the router's workers (`readWorkers`: its admin API answers on the loopback
+ * of its node only, so it is asked there, over SSH), and one completion of each model through the
+ * gateway from this machine with the stack's key, as a client sees it (read-only, as the watchdog's probe).
  */
-export async function lookAtGateway(gateway: GatewayOutputsReport, apiKey: string): Promise<GatewayLook> {
-    const root = gateway.endpoint.replace(/\/v1$/, "");
-    const workers = await httpCall(`${root}/workers`);
+export async function lookAtGateway(gateway: GatewayOutputsReport, apiKey: string, readWorkers: () => Promise<string>): Promise<GatewayLook> {
+    const workers = await readWorkers().then(
+        (json) => ({ json }),
+        (error: Error) => ({ error: error.message }),
+    );
     const completions: Record<string, { status: number; detail: string }> = {};
     for (const model of Object.keys(gateway.routes)) {
         const answer = await httpCall(`${gateway.endpoint}/completions`, {
@@ -41,7 +45,7 @@ export async function lookAtGateway(gateway: GatewayOutputsReport, apiKey: strin
         });
         completions[model] = "error" in answer ? { status: 0, detail: answer.error } : { status: answer.status, detail: answer.status === 200 ? "" : answer.body.replace(/\s+/g, " ").slice(0, 120) };
     }
-    return { workers: "error" in workers ? { error: workers.error } : workers.status === 200 ? { json: workers.body } : { error: `HTTP ${workers.status}` }, completions };
+    return { workers, completions };
 }
 
 /** Reads a stack's settings and secrets from `workspace`, then every node, and reports. */
@@ -63,7 +67,18 @@ export async function stackStatus(workspace: Workspace, stackName: string): Prom
         return statusReport(view, observed[index].map((observation) => ofService(observation, containers)), containers, image);
     });
     const gateway = outputs.gateway?.value as GatewayOutputsReport | undefined;
-    const gatewayRow = gateway ? gatewayReport(gateway, await lookAtGateway(gateway, String(outputs.apiKey?.value ?? ""))) : undefined;
+    const gatewayNode = config.nodes.find((node) => node.name === gateway?.node);
+    const readWorkers = () =>
+        gatewayNode
+            ? readOverSsh(
+                  gatewayNode,
+                  config.timeouts.sshConnectSeconds,
+                  { privateKey, privateKeyPath, stack: stackName },
+                  scriptProgram("gateway-workers", { CONTAINER: gatewayContainer(stackName), PORT: GATEWAY_ROUTER_PORT }),
+                  config.timeouts.sshConnectSeconds * 2 + 30,
+              )
+            : Promise.reject(new Error(`the gateway's node ${gateway?.node} is not in vllm-fleet:nodes`));
+    const gatewayRow = gateway ? gatewayReport(gateway, await lookAtGateway(gateway, String(outputs.apiKey?.value ?? ""), readWorkers)) : undefined;
     const services: StatusReport =
         reports.length === 1
             ? reports[0]

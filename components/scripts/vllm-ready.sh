@@ -50,10 +50,11 @@ export VLLM_API_KEY="$API_KEY"
 # One Python process inside the container waits: it asks /v1/models every 0.2 s (a request, not a
 # `docker exec` each time), watches that `vllm serve` still runs, then asks one completion.
 # Exit 0: ready, the completion's JSON printed; 3: vllm serve is gone; 4: the timeout passed;
-# 5: listed but the completion failed.
+# 5: listed but the completion failed; 6: with a key, a route outside /v1 answered without it
+# (vllm-fleet's key check of every route, vllm_fleet_key.py, is not in force).
 set +e
 answer="$(docker exec -i --env VLLM_API_KEY "$CONTAINER" python3 - "$HOST" "$PORT" "$SERVED_NAME" "$TIMEOUT" <<'PY'
-import json, os, subprocess, sys, time, urllib.request
+import json, os, subprocess, sys, time, urllib.error, urllib.request
 host, port, model, timeout = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
 headers = {"Content-Type": "application/json"}
 if os.environ.get("VLLM_API_KEY"):
@@ -81,6 +82,16 @@ try:
 except Exception as e:
     print(f"{type(e).__name__}: {e}")
     sys.exit(5)
+if os.environ.get("VLLM_API_KEY"):
+    # /version is outside vLLM's own check (/v1/*): without the key it must be refused too.
+    try:
+        with urllib.request.urlopen(f"http://{host}:{port}/version", timeout=10) as r:
+            print(f"GET /version answered {r.status} without the key")
+            sys.exit(6)
+    except urllib.error.HTTPError as e:
+        if e.code != 401:
+            print(f"GET /version answered {e.code} without the key, not 401")
+            sys.exit(6)
 PY
 )"
 status=$?
@@ -104,6 +115,11 @@ case "$status" in
     ;;
   5)
     echo "vllm serve lists $SERVED_NAME but a completion failed: $answer" >&2
+    server_log 40 >&2
+    exit 1
+    ;;
+  6)
+    echo "vllm serve answers routes outside /v1 without the API key: ${answer##*$'\n'} (vllm-fleet's key check of every route, --middleware vllm_fleet_key.RequireKey, is not in force); the server log ends with:" >&2
     server_log 40 >&2
     exit 1
     ;;

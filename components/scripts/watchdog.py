@@ -18,8 +18,9 @@ mounted), probes vLLM where it listens (WATCHDOG_HOST) and, when the server stop
   container; the headless ranks on the other nodes exit when rank 0 goes away and their own restart
   policy brings them back to the rendezvous.
 
-- executor `gateway`: the container is the stack's gateway (vllm-router and its launcher,
-  gateway.py). The probe asks the router's admin API on 127.0.0.1 (GET /workers) and checks that
+- executor `gateway`: the container is the stack's gateway (vllm-router behind HAProxy, and their
+  launcher, gateway.py). The probe asks the proxy on WATCHDOG_PROXY_PORT for /health (the door
+  clients use), and the router's admin API on 127.0.0.1:WATCHDOG_PORT (GET /workers), and checks that
   every route of WATCHDOG_ROUTES is registered; the services behind it are not probed (a service
   that is down is its own watchdog's, and the router answers 503 for its model meanwhile). After
   WATCHDOG_FAILURES failed probes in a row (a router that no longer answers, routes the launcher
@@ -56,6 +57,8 @@ Configuration (environment; durations in seconds, fractions allowed):
   WATCHDOG_MODEL          the served model name sent as `model` (required; not with `gateway`)
   WATCHDOG_ROUTES         executor gateway: JSON list of {"model": id, "url": worker URL}, the routes
                           the router must have (required with `gateway`)
+  WATCHDOG_PROXY_PORT     executor gateway: the proxy's port, on 127.0.0.1 (required with `gateway`;
+                          WATCHDOG_PORT is then the router's)
   VLLM_API_KEY            vLLM's API key, sent as `Authorization: Bearer`; empty or unset: none
   WATCHDOG_LIFECYCLE      executor ray: the text of vllm-lifecycle.sh, run in the container as
                           `sh -c "$WATCHDOG_LIFECYCLE" vllm-lifecycle restart LOG ARGS_FILE TIMEOUT`
@@ -206,7 +209,12 @@ class Config:
         self.port = int(port)
         self.host = env_str("WATCHDOG_HOST", "127.0.0.1")
         self.routes = []
+        self.proxy_port = 0
         if self.executor == "gateway":
+            proxy_port = env_str("WATCHDOG_PROXY_PORT")
+            if not proxy_port.isdigit() or not 0 < int(proxy_port) < 65536:
+                raise ConfigError(f"WATCHDOG_PROXY_PORT={proxy_port!r}: expected a TCP port")
+            self.proxy_port = int(proxy_port)
             try:
                 self.routes = [(str(route["url"]), str(route["model"])) for route in json.loads(env_str("WATCHDOG_ROUTES"))]
             except (ValueError, TypeError, KeyError) as err:
@@ -458,7 +466,15 @@ def probe_vllm(config):
 
 
 def probe_gateway(config):
-    """The router answers its admin API and has every route (url -> model) registered."""
+    """The proxy answers /health, and the router its admin API with every route (url -> model) registered."""
+    try:
+        status, _ = http_call(config.host, config.proxy_port, "GET", "/health", None, {}, min(10.0, config.probe_timeout))
+    except socket.timeout:
+        return Probe(False, f"the gateway's proxy gave no answer to /health within {duration(min(10.0, config.probe_timeout))}")
+    except (OSError, http.client.HTTPException) as err:
+        return Probe(False, "the gateway's proxy: " + describe_error(err))
+    if status != 200:
+        return Probe(False, f"the gateway's proxy answered /health with HTTP {status}")
     try:
         status, data = http_call(config.host, config.port, "GET", "/workers", None, {}, min(10.0, config.probe_timeout))
     except socket.timeout:
@@ -533,7 +549,7 @@ class Watchdog:
     def run(self):
         c = self.config
         what = (
-            f"{c.container} (the gateway on port {c.port}, {len(c.routes)} route{'' if len(c.routes) == 1 else 's'})"
+            f"{c.container} (the gateway on port {c.proxy_port}, its router on {c.port}, {len(c.routes)} route{'' if len(c.routes) == 1 else 's'})"
             if c.executor == "gateway"
             else f"{c.container} (executor {c.executor}, model {c.model} on port {c.port})"
         )

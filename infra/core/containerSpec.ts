@@ -19,6 +19,16 @@ export interface Ulimit {
     readonly hard: number;
 }
 
+/**
+ * A file the container carries in its own filesystem from its creation on (written before it starts):
+ * a program vLLM loads, for instance. Text, mode 0644, owned by root; its directories are made.
+ */
+export interface ContainerFile {
+    /** An absolute path inside the container. */
+    readonly path: string;
+    readonly content: string;
+}
+
 /** The single source of truth for a container vllm-fleet runs. */
 export interface ContainerSpec {
     readonly name: string;
@@ -50,6 +60,8 @@ export interface ContainerSpec {
     /** The signal `docker stop` (and a stopping Docker engine) sends first; undefined: the image's. */
     readonly stopSignal?: string;
     readonly labels: Readonly<Record<string, string>>;
+    /** Files written into the container before it starts (`docker create`, `docker cp`; the provider's uploads). */
+    readonly files?: readonly ContainerFile[];
 }
 
 function sortedEntries(record: Readonly<Record<string, string>>): [string, string][] {
@@ -59,7 +71,9 @@ function sortedEntries(record: Readonly<Record<string, string>>): [string, strin
 }
 
 /**
- * `docker run` arguments (after `docker`) that create the container detached. The variables named
+ * `docker run` arguments (after `docker`) that create the container detached. The spec's files are
+ * not among them (`docker run` cannot write one): container-run.sh creates the container from these
+ * arguments, copies the files in, then starts it. The variables named
  * in `valuesFromEnvironment` are passed by name only (`--env NAME`): docker takes their values from
  * its own environment, so secrets stay off the command line.
  */
@@ -121,8 +135,11 @@ export function parseDockerSize(text: string): number {
     return Math.round(Number(match[1]) * SIZE_SUFFIX[(match[2] || "b").toLowerCase()]);
 }
 
-/** Reads `docker run` arguments back into a spec (the inverse of {@link toDockerRunArgs}). */
-export function specFromDockerRunArgs(args: readonly string[]): ContainerSpec {
+/**
+ * Reads `docker run` arguments, and the files container-run.sh copies in, back into a spec (the
+ * inverse of {@link toDockerRunArgs}).
+ */
+export function specFromDockerRunArgs(args: readonly string[], files: readonly ContainerFile[] = []): ContainerSpec {
     if (args[0] !== "run") {
         throw new Error("not a docker run command");
     }
@@ -238,6 +255,7 @@ export function specFromDockerRunArgs(args: readonly string[]): ContainerSpec {
         ...(restartRetries === undefined ? {} : { restartRetries }),
         ...(stopSignal === undefined ? {} : { stopSignal }),
         labels,
+        ...(files.length > 0 ? { files } : {}),
     };
 }
 
@@ -266,6 +284,8 @@ export interface DockerContainerInputs {
     readonly labels: { label: string; value: string }[];
     readonly mustRun: boolean;
     readonly wait: boolean;
+    /** Files the provider writes into the container before it starts it. */
+    readonly uploads?: { file: string; content: string }[];
 }
 
 /** `docker.Container` inputs for the spec (the inverse is {@link specFromDockerContainerInputs}). */
@@ -300,6 +320,7 @@ export function toDockerContainerInputs(spec: ContainerSpec): DockerContainerInp
         labels: sortedEntries(spec.labels).map(([label, value]) => ({ label, value })),
         mustRun: true,
         wait: false,
+        uploads: spec.files?.length ? spec.files.map((file) => ({ file: file.path, content: file.content })) : undefined,
     };
 }
 
@@ -332,5 +353,6 @@ export function specFromDockerContainerInputs(inputs: DockerContainerInputs): Co
         ...(inputs.maxRetryCount === undefined ? {} : { restartRetries: inputs.maxRetryCount }),
         ...(inputs.stopSignal === undefined ? {} : { stopSignal: inputs.stopSignal }),
         labels,
+        ...(inputs.uploads?.length ? { files: inputs.uploads.map((upload) => ({ path: upload.file, content: upload.content })) } : {}),
     };
 }

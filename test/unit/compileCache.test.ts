@@ -64,7 +64,8 @@ const COMMAND = "pulumi-nodejs:dynamic/remote:SshCommand";
 /** The `--volume` arguments of a container step's `docker run` (ssh driver). */
 function volumesOf(run: MockRun, name: string): string[] {
     const calls = runWithFakeDocker(bashCommand(unsecret(run.byName(name).inputs.create)), {}).calls;
-    const args = calls.find((call) => call[0] === "run") ?? [];
+    // A container that carries files is created, then started, from the same arguments.
+    const args = calls.find((call) => call[0] === "run" || call[0] === "create") ?? [];
     return args.flatMap((arg, index) => (args[index - 1] === "--volume" ? [arg] : []));
 }
 

@@ -565,7 +565,7 @@ describe("security settings", () => {
     });
 
     it("defaults security to no firewall and the first Ray token, and names a misspelled key", () => {
-        expect(parseFleetConfig(duo).security).toEqual({ rayTokenRotation: "", firewall: false });
+        expect(parseFleetConfig(duo).security).toEqual({ rayTokenRotation: "", firewall: false, clients: ["0.0.0.0/0"], servicePorts: "clients", allowedOrigins: [] });
         expect(errorOf({ ...duo, security: { firewal: true } }).message).toContain("did you mean vllm-fleet:security.firewall?");
         expect(errorOf({ ...duo, security: { rayTokenRotation: 3 } }).message).toContain("vllm-fleet:security.rayTokenRotation: got 3; expected a string");
     });

@@ -203,6 +203,8 @@ describe("container-run.sh: the stale container of the same name and the REMOVE_
     const vars = {
         NAME: HEAD,
         RUN_ARGS: ["run", "--detach", "--name", HEAD, "--restart", "on-failure:10", "image:1"],
+        FILE_PATHS: [],
+        FILE_CONTENTS: [],
         REMOVE_FIRST: ["vllm-fleet-vllm"],
         WATCH_SECONDS: 1,
     };

@@ -27,7 +27,10 @@
 # Simpler than Docker: containers are named, never addressed by id; `ps` ignores --filter;
 # `kill` with any signal stops the container; `pause` of a restarting container gives the message
 # of moby's pause.go (a real one may say its task is not there); `inspect` knows the templates the
-# node-side programs use (and says so, exit 70, for any other); `restart` and `start` are not here.
+# node-side programs use (and says so, exit 70, for any other); `restart` is not here. `create` makes
+# a container as `run --detach` would, in state created; `cp - <name>:<dir>` unpacks the archive on
+# its standard input into $STANDIN_DIR/c/<name>/fs<dir>; `start` gives a created container the
+# states of $STANDIN_DIR/afterrun/<name> (default running).
 set -uo pipefail
 
 D="$STANDIN_DIR"
@@ -248,6 +251,51 @@ case "$command" in
     inside "$name" "$@" </dev/null || status=$?
     if [ -n "$remove" ]; then set_status "$name" gone; else set_status "$name" exited; fi
     exit "$status"
+    ;;
+  create)
+    name=""
+    while [ $# -gt 0 ]; do
+      case "$1" in
+        --name) name="$2" && shift 2 ;;
+        --name=*) name="${1#--name=}" && shift ;;
+        --privileged | --init | -i | -t | -it | --interactive | --tty | --read-only) shift ;;
+        --*=*) shift ;;
+        -*) shift 2 ;;
+        *) break ;;
+      esac
+    done
+    if [ -n "$name" ] && [ "$(status_of "$name")" != gone ]; then
+      daemon "Conflict. The container name \"/$name\" is already in use by container \"$(id_of "$name")\". You have to remove (or rename) that container to be able to reuse that name."
+      exit 1
+    fi
+    mkdir -p "$(cdir "$name")"
+    echo created >"$(cdir "$name")/status"
+    printf '0123456789ab%s' "$(printf '%s' "$name" | sha256sum | cut -c1-52)" >"$(cdir "$name")/id"
+    echo absent >"$(cdir "$name")/serve"
+    id_of "$name"
+    echo
+    ;;
+  cp)
+    [ "$1" = - ] || not_modelled cp "$@"
+    name="${2%%:*}"
+    if [ "$(status_of "$name")" = gone ]; then
+      daemon "No such container: $name"
+      exit 1
+    fi
+    mkdir -p "$(cdir "$name")/fs${2#*:}"
+    tar -x -C "$(cdir "$name")/fs${2#*:}"
+    ;;
+  start)
+    name="$1"
+    if [ "$(status_of "$name")" = gone ]; then
+      daemon "No such container: $name"
+      echo "Error: failed to start containers: $name" >&2
+      exit 1
+    fi
+    after="$D/afterrun/$name"
+    if [ -s "$after" ]; then cp "$after" "$(cdir "$name")/status"; else echo running >"$(cdir "$name")/status"; fi
+    if [ -f "$after.log" ]; then cp "$after.log" "$(cdir "$name")/log"; fi
+    echo "$name"
     ;;
   rm)
     force=""

@@ -78,6 +78,8 @@ export interface StandInDocker {
 export interface ContainerAfter {
     readonly state: ContainerState;
     readonly serve: ServeState;
+    /** The files copied into it (`docker cp`), by absolute path, with their content and mode; absent when none. */
+    readonly files?: Readonly<Record<string, { content: string; mode: number }>>;
 }
 
 export interface FakeDockerOutcome {
@@ -200,7 +202,19 @@ export function runWithFakeDocker(commandLine: string, docker: StandInDocker = {
                 // A process started by exec lives only while the container's main one does.
                 const alive = (state === "running" || state === "paused") && fs.existsSync(path.join(own, "serve"));
                 const serve = alive ? (fs.readFileSync(path.join(own, "serve"), "utf8").trim() as ServeState) : "absent";
-                containers[name] = { state, serve };
+                const files: Record<string, { content: string; mode: number }> = {};
+                const walk = (dir: string) => {
+                    for (const entry of fs.existsSync(dir) ? fs.readdirSync(dir, { withFileTypes: true }) : []) {
+                        const file = path.join(dir, entry.name);
+                        if (entry.isDirectory()) {
+                            walk(file);
+                        } else {
+                            files[file.slice(path.join(own, "fs").length)] = { content: fs.readFileSync(file, "utf8"), mode: fs.statSync(file).mode & 0o777 };
+                        }
+                    }
+                };
+                walk(path.join(own, "fs"));
+                containers[name] = { state, serve, ...(Object.keys(files).length > 0 ? { files } : {}) };
             }
         }
         return { status: result.status, stdout: result.stdout, stderr: result.stderr, calls, containers };

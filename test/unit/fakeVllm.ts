@@ -190,6 +190,7 @@ function makeArgParser(layout: FakeLayout): string {
             ? `    parser.add_argument("--swap-space", type=float, default=4)`
             : `    parser.add_argument("--data-parallel-multi-port-external-lb", action="store_true", default=False)`;
     return `import argparse
+import json
 
 
 def make_arg_parser(parser):
@@ -208,6 +209,8 @@ def make_arg_parser(parser):
     parser.add_argument("--data-parallel-rank", "-dpn", type=int, default=None)
     parser.add_argument("--data-parallel-start-rank", "-dpr", type=int, default=None)
     parser.add_argument("--gpu-memory-utilization", type=float, default=0.9)
+    parser.add_argument("--allowed-origins", type=json.loads, default=${layout === "0.17.1" ? '["*"]' : "[]"})
+    parser.add_argument("--middleware", action="append", default=[])
     parser.add_argument("--distributed-executor-backend", choices=["ray", "mp", "uni", "external_launcher"], default=None)
     for flag in ("--enable-auto-tool-choice", "--trust-remote-code", "--data-parallel-external-lb", "--data-parallel-hybrid-lb", "--enable-log-outputs"):
         parser.add_argument(flag, action="store_true", default=False)

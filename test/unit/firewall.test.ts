@@ -13,7 +13,7 @@ import { parseFleetConfig } from "../../infra/core/config";
 import { firewallRevisions, parseObservation } from "../../infra/core/observe";
 import { sparkDuo } from "./stacks";
 
-function runFirewall(action: "apply" | "remove", dir: string): { calls: string[][]; stdout: string } {
+function runFirewall(action: "apply" | "remove", dir: string, clients: readonly string[] = ["0.0.0.0/0"]): { calls: string[][]; stdout: string } {
     const log = path.join(dir, "calls");
     const bin = path.join(dir, "bin");
     fs.mkdirSync(bin, { recursive: true });
@@ -28,7 +28,9 @@ function runFirewall(action: "apply" | "remove", dir: string): { calls: string[]
         ACTION: action,
         CHAIN: firewallChain("spark-duo"),
         FABRIC_SUBNET: config.fabric.subnet,
-        OPEN_PORTS: ["22", String(config.vllm.port)],
+        OPEN_PORTS: ["22"],
+        CLIENT_PORTS: ["4000", String(config.vllm.port)],
+        CLIENTS: [...clients],
         CLOSED_PORTS: closedPorts(config),
         MARKER: path.join(dir, "marker"),
         REVISION: "r1",
@@ -56,6 +58,7 @@ describe.runIf(process.getuid?.() === 0)("firewall.sh", () => {
                 `-s ${parseFleetConfig(sparkDuo).fabric.subnet} -j RETURN`,
                 "-m conntrack --ctstate ESTABLISHED,RELATED -j RETURN",
                 "-p tcp --dport 22 -j RETURN",
+                "-p tcp --dport 4000 -j RETURN",
                 "-p tcp --dport 8000 -j RETURN",
                 "-p tcp --dport 6379 -j REJECT --reject-with tcp-reset",
                 "-p tcp --dport 10001:19999 -j REJECT --reject-with tcp-reset",
@@ -75,6 +78,29 @@ describe.runIf(process.getuid?.() === 0)("firewall.sh", () => {
                 `-w -X ${chain}`,
             ]);
             expect(fs.existsSync(path.join(dir, "marker"))).toBe(false);
+        } finally {
+            fs.rmSync(dir, { recursive: true, force: true });
+        }
+    });
+
+    it("lets the client ports through from security.clients only, and resets them for everyone else", () => {
+        const dir = fs.mkdtempSync(path.join(os.tmpdir(), "fw-"));
+        try {
+            const { calls, stdout } = runFirewall("apply", dir, ["10.1.230.0/24", "10.9.0.7/32"]);
+            const rules = calls.filter((call) => call[1] === "-A").map((call) => call.slice(3).join(" "));
+            expect(rules.slice(3, 11)).toEqual([
+                "-p tcp --dport 22 -j RETURN",
+                "-p tcp --dport 4000 -s 10.1.230.0/24 -j RETURN",
+                "-p tcp --dport 4000 -s 10.9.0.7/32 -j RETURN",
+                "-p tcp --dport 4000 -j REJECT --reject-with tcp-reset",
+                "-p tcp --dport 8000 -s 10.1.230.0/24 -j RETURN",
+                "-p tcp --dport 8000 -s 10.9.0.7/32 -j RETURN",
+                "-p tcp --dport 8000 -j REJECT --reject-with tcp-reset",
+                "-p tcp --dport 6379 -j REJECT --reject-with tcp-reset",
+            ]);
+            // Before them all: the loopback, the fabric and established connections pass.
+            expect(rules.slice(0, 3)).toEqual(["-i lo -j RETURN", `-s ${parseFleetConfig(sparkDuo).fabric.subnet} -j RETURN`, "-m conntrack --ctstate ESTABLISHED,RELATED -j RETURN"]);
+            expect(stdout).toContain("to clients (10.1.230.0/24 10.9.0.7/32): 4000 8000");
         } finally {
             fs.rmSync(dir, { recursive: true, force: true });
         }
@@ -142,7 +168,9 @@ describe.runIf(process.getuid?.() === 0)("firewall.sh with its rules half there 
             ACTION: action,
             CHAIN: chain,
             FABRIC_SUBNET: config.fabric.subnet,
-            OPEN_PORTS: ["22", String(config.vllm.port)],
+            OPEN_PORTS: ["22"],
+            CLIENT_PORTS: [String(config.vllm.port)],
+            CLIENTS: ["0.0.0.0/0"],
             CLOSED_PORTS: closedPorts(config),
             MARKER: marker,
             REVISION: "r2",

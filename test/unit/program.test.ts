@@ -37,13 +37,14 @@ function dockerCalls(program: string): string[][] {
     return outcome.calls;
 }
 
+/** The `docker run` arguments of a container's step (a container with files is created, then started: the same arguments). */
 function dockerRunArgs(run: MockRun, name: string): string[] {
     const calls = dockerCalls(unsecret(run.byName(name).inputs.create));
-    const call = calls.find((args) => args[0] === "run");
+    const call = calls.find((args) => args[0] === "run" || args[0] === "create");
     if (!call) {
         throw new Error(`no docker run in ${name}`);
     }
-    return call;
+    return call[0] === "create" ? ["run", "--detach", ...call.slice(1)] : call;
 }
 
 /**
@@ -210,6 +211,7 @@ describe("the program's graph (mocks)", async () => {
                 RAY_AUTH_MODE: _mode,
                 RAY_AUTH_TOKEN: _token,
                 VLLM_ENGINE_READY_TIMEOUT_S: _engineWait,
+                PYTHONPATH: _keyCheck,
                 ...rest
             } = envOf(args);
             // The compile caches' variables are no pins (compileCache.test.ts).
@@ -282,7 +284,19 @@ describe("the program's graph (mocks)", async () => {
             "--tool-call-parser", "qwen3_coder",
             "--enable-auto-tool-choice",
             "--trust-remote-code",
+            "--allowed-origins", "[]",
+            "--middleware", "vllm_fleet_key.RequireKey",
         ]);
+    });
+
+    it("carries the key check of every route in the Ray head, where vllm serve runs: its file, first on PYTHONPATH", () => {
+        const head = dockerCalls(unsecret(run.byName("ray-spark1-ray-head").inputs.create));
+        expect(head.map((args) => args[0]).filter((verb) => ["run", "create", "cp", "start"].includes(verb))).toEqual(["create", "cp", "start"]);
+        expect(envOf(dockerRunArgs(run, "ray-spark1-ray-head")).PYTHONPATH).toBe("/opt/vllm-fleet/python");
+        // The workers run no API server: they carry nothing of it.
+        const worker = dockerRunArgs(run, "ray-spark2-ray-worker");
+        expect(worker[0]).toBe("run");
+        expect(envOf(worker).PYTHONPATH).toBeUndefined();
     });
 
     it("exports the endpoint, the model and each node's fabric address", () => {

@@ -83,6 +83,8 @@ describe("container-run.sh: started means up, for as long as asked", () => {
     const vars = (watch: number) => ({
         NAME: "vllm-fleet-vllm",
         RUN_ARGS: ["run", "--detach", "--name", "vllm-fleet-vllm", "image"],
+        FILE_PATHS: [],
+        FILE_CONTENTS: [],
         WATCH_SECONDS: watch,
     });
 
@@ -91,6 +93,20 @@ describe("container-run.sh: started means up, for as long as asked", () => {
         expect(outcome.status).toBe(0);
         expect(outcome.stdout).toContain("container-id 0123456789ab");
         expect(outcome.calls.filter((call) => call === "inspect")).toHaveLength(2); // the stale-name check, then one look
+    });
+
+    it("with files, creates the container, copies them in, then starts it and watches it", () => {
+        const content = "import os\n# a module's text, with 'quotes' and $dollars\n";
+        const outcome = runScript(
+            CONTAINER_RUN,
+            { ...vars(1), FILE_PATHS: ["/opt/vllm-fleet/python/vllm_fleet_key.py"], FILE_CONTENTS: [content] },
+            { containers: { "vllm-fleet-vllm": { state: "gone", afterRun: ["running"], log: "" } } },
+        );
+        expect(outcome.stderr).toBe("");
+        expect(outcome.status).toBe(0);
+        expect(outcome.stdout).toContain("container-id 0123456789ab");
+        expect(outcome.calls.filter((verb) => ["run", "create", "cp", "start"].includes(verb))).toEqual(["create", "cp", "start"]);
+        expect(outcome.containers["vllm-fleet-vllm"]).toMatchObject({ state: "running", files: { "/opt/vllm-fleet/python/vllm_fleet_key.py": { content, mode: 0o644 } } });
     });
 
     it("fails with the log tail when the container exits within its watch", () => {
@@ -708,6 +724,7 @@ describe("vllm-args-check.sh: the serve arguments checked by the vLLM inside the
         return { status: outcome.status, stdout: outcome.stdout, stderr: outcome.stderr, docker: outcome.calls.map((args) => args[0]) };
     }
     const STANDIN = path.join(__dirname, "..", "sim", "workload");
+    // The last `docker image` call reads the image's own PYTHONPATH (the `pythonpath` line).
     const keys = ["--disable-log-requests|vllm.extraArgs", "reasoning parser|vllm.reasoningParser", "tool call parser|vllm.toolCallParser"];
 
     it("accepts what the image's vLLM accepts, underscores included", () => {
@@ -716,23 +733,23 @@ describe("vllm-args-check.sh: the serve arguments checked by the vLLM inside the
         expect(outcome.status).toBe(0);
         expect(outcome.stdout).toMatch(/^accepted$/m);
         expect(outcome.stdout).toMatch(/^versions vllm=0\.17\.1\+vllm-fleet-standin ray=\S+$/m);
-        expect(outcome.docker).toEqual(["inspect", "run"]);
+        expect(outcome.docker).toEqual(["inspect", "run", "image"]);
     });
 
     it("checks inside the serving container when it runs the same image, in a new container when not", () => {
         const args = ["serve", "/models/m", "--max-model-len", "4096"];
         const same = check(args, keys, true, "sha256:img1");
         expect(same.stdout).toMatch(/^accepted$/m);
-        expect(same.docker).toEqual(["inspect", "image", "exec"]);
+        expect(same.docker).toEqual(["inspect", "image", "exec", "image"]);
         const other = check(args, keys, true, "sha256:img0");
         expect(other.stdout).toMatch(/^accepted$/m);
-        expect(other.docker).toEqual(["inspect", "image", "run"]);
+        expect(other.docker).toEqual(["inspect", "image", "run", "image"]);
         // A stopped container prints no image (`{{if .State.Running}}`).
         const stopped = check(args, keys, true, "");
-        expect(stopped.docker).toEqual(["inspect", "run"]);
+        expect(stopped.docker).toEqual(["inspect", "run", "image"]);
         const refused = check(["serve", "/models/m", "--max-model-len", "x"], keys, true, "sha256:img1");
         expect(refused.status).toBe(1);
-        expect(refused.docker).toEqual(["inspect", "image", "exec"]);
+        expect(refused.docker).toEqual(["inspect", "image", "exec", "image"]);
     });
 
     it.each([

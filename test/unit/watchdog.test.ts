@@ -719,16 +719,38 @@ describe("watchdog.py: the gateway", () => {
     ];
 
     /** A stand-in for vllm-router's admin API: GET /workers lists `registered` (null: it hangs). */
-    async function fakeRouter(registered: () => { url: string; model_id: string }[] | null): Promise<{ port: number; paths: string[]; close: () => Promise<void> }> {
-        const paths: string[] = [];
-        const server = http.createServer((req, res) => {
-            paths.push(`${req.method} ${req.url}`);
+    async function fakeRouter(registered: () => { url: string; model_id: string }[] | null): Promise<FakeServer> {
+        return fakeServer((_, res) => {
             const workers = registered();
             if (workers === null) {
-                return; // no answer: a router that hangs
+                return false; // no answer: a router that hangs
             }
             res.setHeader("Content-Type", "application/json");
             res.end(JSON.stringify({ workers, total: workers.length }));
+            return true;
+        });
+    }
+
+    /** A stand-in for the gateway's proxy: GET /health answers `status()`. */
+    async function fakeProxy(status: () => number): Promise<FakeServer> {
+        return fakeServer((_, res) => {
+            res.statusCode = status();
+            res.end();
+            return true;
+        });
+    }
+
+    interface FakeServer {
+        readonly port: number;
+        readonly paths: string[];
+        readonly close: () => Promise<void>;
+    }
+
+    async function fakeServer(answer: (req: http.IncomingMessage, res: http.ServerResponse) => boolean): Promise<FakeServer> {
+        const paths: string[] = [];
+        const server = http.createServer((req, res) => {
+            paths.push(`${req.method} ${req.url}`);
+            answer(req, res);
         });
         await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
         return {
@@ -742,19 +764,23 @@ describe("watchdog.py: the gateway", () => {
     }
 
     const all = ROUTES.map((route) => ({ url: route.url, model_id: route.model }));
+    const gatewayEnv = (router: FakeServer, proxy: FakeServer) => ({ WATCHDOG_PORT: String(router.port), WATCHDOG_PROXY_PORT: String(proxy.port), WATCHDOG_ROUTES: JSON.stringify(ROUTES) });
 
-    it("leaves a router with every route alone: it asks /workers only, no service", async () => {
+    it("leaves a router with every route alone: it asks the router's /workers and the proxy's /health only, no service", async () => {
         const router = await fakeRouter(() => all);
+        const proxy = await fakeProxy(() => 200);
         try {
-            const watchdog = startWatchdog("gateway", { WATCHDOG_PORT: String(router.port), WATCHDOG_ROUTES: JSON.stringify(ROUTES), WATCHDOG_MODEL: "" });
+            const watchdog = startWatchdog("gateway", { ...gatewayEnv(router, proxy), WATCHDOG_MODEL: "" });
             await untilLine(watchdog, /serving every route on port/);
             await until("a few more probes", watchdog, () => router.paths.length >= 5);
-            expect(watchdog.lines[0]).toMatch(/watchdog gateway: watching vllm-fleet-gateway-unit \(the gateway on port \d+, 2 routes\)/);
+            expect(watchdog.lines[0]).toMatch(/watchdog gateway: watching vllm-fleet-gateway-unit \(the gateway on port \d+, its router on \d+, 2 routes\)/);
             expect(new Set(router.paths)).toEqual(new Set(["GET /workers"]));
+            expect(new Set(proxy.paths)).toEqual(new Set(["GET /health"]));
             expect(vllm.completionBodies).toEqual([]);
             expect(docker.restarts()).toEqual([]);
         } finally {
             await router.close();
+            await proxy.close();
         }
     });
 
@@ -762,20 +788,41 @@ describe("watchdog.py: the gateway", () => {
         let registered = all.slice(1);
         docker.state.onRestart = () => (registered = all);
         const router = await fakeRouter(() => registered);
+        const proxy = await fakeProxy(() => 200);
         try {
-            const watchdog = startWatchdog("gateway", { WATCHDOG_PORT: String(router.port), WATCHDOG_ROUTES: JSON.stringify(ROUTES), WATCHDOG_STARTUP_GRACE: "0" });
+            const watchdog = startWatchdog("gateway", { ...gatewayEnv(router, proxy), WATCHDOG_STARTUP_GRACE: "0" });
             await untilLine(watchdog, /serving again after/);
             expect(docker.restarts().map((r) => r.path)).toEqual(["/containers/vllm-fleet-gateway-unit/restart?t=10"]);
             expect(linesMatching(watchdog, ACTION)[0]).toMatch(/3 probes failed \(routes missing in the router: big\); restarting container vllm-fleet-gateway-unit/);
         } finally {
             await router.close();
+            await proxy.close();
         }
     });
 
-    it("refuses a gateway without its routes, naming the variable", async () => {
-        const watchdog = startWatchdog("gateway", { WATCHDOG_ROUTES: "not json" });
-        expect(await watchdog.exit).toBe(2);
-        expect(watchdog.stderr()).toMatch(/WATCHDOG_ROUTES: expected a JSON list/);
+    it("restarts the gateway's container when its proxy stops answering /health, though the router has every route", async () => {
+        let health = 503;
+        docker.state.onRestart = () => (health = 200);
+        const router = await fakeRouter(() => all);
+        const proxy = await fakeProxy(() => health);
+        try {
+            const watchdog = startWatchdog("gateway", { ...gatewayEnv(router, proxy), WATCHDOG_STARTUP_GRACE: "0" });
+            await untilLine(watchdog, /serving again after/);
+            expect(docker.restarts().map((r) => r.path)).toEqual(["/containers/vllm-fleet-gateway-unit/restart?t=10"]);
+            expect(linesMatching(watchdog, ACTION)[0]).toMatch(/3 probes failed \(the gateway's proxy answered \/health with HTTP 503\); restarting/);
+        } finally {
+            await router.close();
+            await proxy.close();
+        }
+    });
+
+    it("refuses a gateway without its routes or its proxy's port, naming the variable", async () => {
+        const noRoutes = startWatchdog("gateway", { WATCHDOG_PROXY_PORT: "4000", WATCHDOG_ROUTES: "not json" });
+        expect(await noRoutes.exit).toBe(2);
+        expect(noRoutes.stderr()).toMatch(/WATCHDOG_ROUTES: expected a JSON list/);
+        const noProxy = startWatchdog("gateway", { WATCHDOG_ROUTES: JSON.stringify(ROUTES) });
+        expect(await noProxy.exit).toBe(2);
+        expect(noProxy.stderr()).toMatch(/WATCHDOG_PROXY_PORT is required/);
     });
 });
 

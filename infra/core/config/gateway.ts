@@ -10,13 +10,18 @@ import { ServiceInput } from "./services";
 
 /** vllm-router's Prometheus port (its default, bound to 127.0.0.1 on the gateway's node). */
 export const GATEWAY_METRICS_PORT = 29000;
+/** Where vllm-router itself listens, on 127.0.0.1 of the gateway's node, behind the gateway's proxy on gateway.port. */
+export const GATEWAY_ROUTER_PORT = 29001;
 
 export const gatewaySchema = z.strictObject({
     /** The node (from `nodes`) the gateway runs on. */
     node: z.string(),
     /** The port clients reach the gateway on (all the node's addresses). */
     port: z.number().int().min(1).max(65535).default(4000),
-    /** The image that carries vllm-router (`pip install vllm-router==0.1.17`), delivered like a service's. */
+    /**
+     * The image that carries vllm-router (`pip install vllm-router==0.1.17`) and HAProxy (Debian's or
+     * Ubuntu's `haproxy` package), delivered like a service's.
+     */
     image: imageSchema,
 });
 
@@ -64,10 +69,21 @@ export function gatewayIssues(gateway: GatewayConfig, services: readonly Service
     if (gateway.port === GATEWAY_METRICS_PORT) {
         taken.push(`the router's metrics port (${GATEWAY_METRICS_PORT})`);
     }
+    if (gateway.port === GATEWAY_ROUTER_PORT) {
+        taken.push(`the router's own port (${GATEWAY_ROUTER_PORT}, on the loopback behind the gateway's proxy)`);
+    }
     const issues: CrossKeyIssue[] =
         taken.length === 0
             ? []
             : [{ path: ["gateway", "port"], value: gateway.port, expected: `a port other than ${taken.join(" and ")} on ${node.name} (the gateway uses the host's network)` }];
+    // The router and its metrics listen on the loopback of the gateway's node: a service there may not take their ports.
+    for (const entry of ports.filter((candidate) => candidate.port === GATEWAY_ROUTER_PORT || candidate.port === GATEWAY_METRICS_PORT)) {
+        issues.push({
+            path: entry.key.replace(/^vllm-fleet:/, "").split(/[.[\]]+/).filter((part) => part !== "").map((part) => (/^[0-9]+$/.test(part) ? Number(part) : part)),
+            value: entry.port,
+            expected: `a port other than ${entry.port} on ${node.name}: the gateway's router takes it there (${GATEWAY_ROUTER_PORT}: the router, ${GATEWAY_METRICS_PORT}: its metrics)`,
+        });
+    }
     // The router sends each model id to one service: two services may not serve one name behind it.
     services.forEach((service, index) => {
         const first = services.findIndex((other) => other.model.servedName === service.model.servedName);

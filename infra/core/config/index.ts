@@ -14,4 +14,5 @@ export { MANAGED_VLLM_FLAGS, ManagedFlagUse, managedVllmFlag } from "./vllmFlags
 export { HOST_CHECK_DEFAULTS, HostCheckName, HostCheckPolicy } from "./host";
 export { HUB_COMMIT, normalizeAbsolutePath } from "./model";
 export { parseFleetConfig } from "./parse";
-export { GATEWAY_METRICS_PORT, GatewayConfig } from "./gateway";
+export { GATEWAY_METRICS_PORT, GATEWAY_ROUTER_PORT, GatewayConfig } from "./gateway";
+export { EVERYONE, SecurityConfig, clientPortsWarning, clientsAreEveryone } from "./security";

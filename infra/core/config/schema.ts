@@ -9,6 +9,7 @@ import { hostChecksSchema, hostPrepSchema } from "./host";
 import { cacheSchema } from "./cache";
 import { gatewayIssues, gatewaySchema } from "./gateway";
 import { modelSchema } from "./model";
+import { securityIssues, securitySchema } from "./security";
 import { CrossKeyIssue } from "./ports";
 import { DEFAULT_GPU_MEMORY_UTILIZATION, FleetNode, NAME, executorSchema, imageSchema, parallelismSchema, raySchema, vllmSchema } from "./fields";
 import { ONE_MODEL_KEYS, ServiceConfig, ServiceInput, VllmConfig, acrossServicesIssues, oneModelService, resolveService, serviceIssues, servicesSchema } from "./services";
@@ -95,17 +96,6 @@ const supervisionSchema = z
         restartWindowSeconds: z.number().int().min(60).max(7 * 86400).default(SUPERVISION_DEFAULTS.restartWindowSeconds),
     })
     .default(SUPERVISION_DEFAULTS);
-
-const SECURITY_DEFAULTS = { rayTokenRotation: "", firewall: false };
-
-const securitySchema = z
-    .strictObject({
-        /** Any text; a new one makes a new Ray token (the Ray containers restart with it). */
-        rayTokenRotation: z.string().max(200).default(SECURITY_DEFAULTS.rayTokenRotation),
-        /** Host firewall rules that admit Ray's and vLLM's internal ports from the fabric subnet only. */
-        firewall: z.boolean().default(SECURITY_DEFAULTS.firewall),
-    })
-    .default(SECURITY_DEFAULTS);
 
 /** The keys of the stack; `image` and `model` are required in the single-model form only. */
 const stackShape = {
@@ -273,6 +263,7 @@ function crossKeyIssues(parsed: ParsedConfig): CrossKeyIssue[] {
             seen.set(node[field], index);
         });
     }
+    issues.push(...securityIssues(parsed.security, parsed.gateway !== undefined));
     if (parsed.gateway) {
         issues.push(...gatewayIssues(parsed.gateway, serviceInputs(parsed), nodes, parsed.services === undefined));
     }

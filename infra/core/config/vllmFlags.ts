@@ -20,6 +20,10 @@ export interface ServeValues {
     readonly toolCallParser?: string;
     readonly enableAutoToolChoice: boolean;
     readonly trustRemoteCode: boolean;
+    /** The web origins allowed to use the API from a browser (CORS): none unless the stack names some. */
+    readonly allowedOrigins: readonly string[];
+    /** vLLM's `--middleware` for the key check of every route (with an API key), else undefined. */
+    readonly keyMiddleware?: string;
     /** mp only: this node's rank among `nnodes`, and where rank 0 rendezvouses. */
     readonly mp?: { readonly nnodes: number; readonly nodeRank: number; readonly masterAddr: string; readonly masterPort: number };
 }
@@ -67,6 +71,13 @@ export const MANAGED_FLAGS: readonly ManagedFlag[] = [
     { flag: "--enable-auto-tool-choice", key: "vllm.enableAutoToolChoice", negation: "--no-enable-auto-tool-choice", value: (v) => yes(v.enableAutoToolChoice) },
     { flag: "--trust-remote-code", key: "vllm.trustRemoteCode", negation: "--no-trust-remote-code", value: (v) => yes(v.trustRemoteCode) },
     { flag: "--api-key", source: "comes from the secret vllm-fleet:vllmApiKey (as VLLM_API_KEY)" },
+    // Always written: vLLM 0.17.1's default is ["*"] (any web page may use the API from a browser).
+    { flag: "--allowed-origins", key: "security.allowedOrigins", value: (v) => JSON.stringify(v.allowedOrigins) },
+    {
+        flag: "--middleware",
+        source: "is vllm-fleet's key check of every route (vllm_fleet_key.RequireKey) when the stack has an API key",
+        value: (v) => v.keyMiddleware,
+    },
     { flag: "--nnodes", multiNode: true, source: "is the number of vllm-fleet:nodes with the mp executor", aliases: ["-n"], value: (v) => (v.mp ? String(v.mp.nnodes) : undefined) },
     { flag: "--node-rank", multiNode: true, source: "is each node's place in vllm-fleet:nodes with the mp executor", aliases: ["-r"], value: (v) => (v.mp ? String(v.mp.nodeRank) : undefined) },
     { flag: "--master-addr", multiNode: true, source: "is the first node's fabric address with the mp executor", value: (v) => v.mp?.masterAddr },

@@ -5,7 +5,7 @@
  * {@link joinedTo}). Pure.
  */
 import { FleetConfig } from "../config";
-import { ContainerSpec } from "../containerSpec";
+import { ContainerFile, ContainerSpec } from "../containerSpec";
 import {
     RANK0_LABEL,
     RAY_HEAD_LABEL,
@@ -19,7 +19,7 @@ import {
 } from "../names";
 import { networkEnv } from "./network";
 import { PlannedNode } from "./nodes";
-import { apiBindAddress, apiProbeAddress, containerModelPath, vllmServeArgs } from "./serveArgs";
+import { KEY_CHECK_DIR, apiBindAddress, apiProbeAddress, containerModelPath, vllmServeArgs } from "./serveArgs";
 
 /** What every container of a service is planned from: the settings (as the service sees them), the stack, the service, the container names. */
 export interface ServiceContext {
@@ -40,6 +40,36 @@ const MIB = 1024 ** 2;
  */
 export function runs(program: readonly string[]): Pick<ContainerSpec, "entrypoint" | "command"> {
     return { entrypoint: [program[0]], command: program.slice(1) };
+}
+
+/**
+ * The key check of every route of vLLM's API (components/scripts/vllm_fleet_key.py, loaded by vLLM
+ * through --middleware): the file the container that runs the API server carries. None when the
+ * stack serves without a key.
+ */
+export interface KeyCheckPlan {
+    readonly file: ContainerFile;
+}
+
+/** The key check's plan from the module's text. */
+export function planKeyCheck(moduleText: string): KeyCheckPlan {
+    return { file: { path: `${KEY_CHECK_DIR}/vllm_fleet_key.py`, content: moduleText } };
+}
+
+/**
+ * `spec` carrying the key check: the module's file, and its directory first on PYTHONPATH before the
+ * image's own (`imagePythonPath`, as the argument check read it from the image: a variable set on a
+ * container replaces the image's, it does not add to it). `spec` unchanged without a key check.
+ */
+export function withKeyCheck(spec: ContainerSpec, keyCheck: KeyCheckPlan | undefined, imagePythonPath: string): ContainerSpec {
+    if (!keyCheck) {
+        return spec;
+    }
+    return {
+        ...spec,
+        env: { ...spec.env, PYTHONPATH: imagePythonPath ? `${KEY_CHECK_DIR}:${imagePythonPath}` : KEY_CHECK_DIR },
+        files: [...(spec.files ?? []), keyCheck.file],
+    };
 }
 
 /** `spec` with `env` added (a secret's value: the realizations keep it off command lines). */

@@ -1,7 +1,9 @@
 /**
- * The optional host firewall of each node (security.firewall): which ports stay open to everyone,
- * which only to the fabric subnet, and the marker the rules leave (components/scripts/firewall.sh).
- * Pure.
+ * The optional host firewall of each node (security.firewall): which ports stay open to everyone
+ * (SSH), which face clients and admit only `security.clients` (the gateway's port, each service's
+ * API), which admit only the fabric subnet (Ray's and vLLM's internal ports; the services' APIs too
+ * with `security.servicePorts: gateway`), and the marker the rules leave
+ * (components/scripts/firewall.sh). Pure.
  */
 import * as crypto from "crypto";
 import { FleetConfig } from "../config";
@@ -29,8 +31,12 @@ export interface FirewallPlan {
     readonly node: string;
     readonly chain: string;
     readonly fabricSubnet: string;
-    /** Open to everyone: the node's SSH port and vLLM's API. */
+    /** Open to everyone: the node's SSH port. */
     readonly openPorts: readonly string[];
+    /** The ports that face clients on this node: the gateway's, and each service's API (unless servicePorts is gateway). */
+    readonly clientPorts: readonly string[];
+    /** The networks (CIDR) whose hosts may open connections to {@link clientPorts} (0.0.0.0/0: everyone). */
+    readonly clients: readonly string[];
     /** From the fabric subnet only (besides the kernel's ephemeral range, which firewall.sh reads). */
     readonly closedPorts: readonly string[];
     readonly marker: string;
@@ -39,28 +45,34 @@ export interface FirewallPlan {
 }
 
 /**
- * Each node's rules (none without security.firewall): SSH and the API port of every service placed
- * on the node open to all; the internal ports of those services (Ray's, or vLLM's rendezvous) to the
- * fabric subnet only.
+ * Each node's rules (none without security.firewall): SSH open to all; the gateway's port (on its
+ * node) and the API port of every service placed on the node to `security.clients` (to the fabric
+ * only with `security.servicePorts: gateway`, where the gateway reaches the services); the internal
+ * ports of those services (Ray's, or vLLM's rendezvous) to the fabric subnet only.
  */
 export function planFirewalls(
-    config: Pick<FleetConfig, "security" | "nodes" | "fabric">,
+    config: Pick<FleetConfig, "security" | "nodes" | "fabric" | "gateway">,
     services: readonly Pick<FleetConfig, "nodes" | "executor" | "ray" | "vllm">[],
     stack: string,
     revisions: Readonly<Record<string, string>>,
 ): FirewallPlan[] {
-    if (!config.security.firewall) {
+    const { security, gateway } = config;
+    if (!security.firewall) {
         return [];
     }
     const unique = (values: readonly string[]) => [...new Set(values)];
+    const behindGateway = security.servicePorts === "gateway";
     return config.nodes.map((node) => {
         const placed = services.filter((service) => service.nodes.some((own) => own.name === node.name));
+        const apiPorts = placed.map((service) => String(service.vllm.port));
         return {
             node: node.name,
             chain: firewallChain(stack),
             fabricSubnet: config.fabric.subnet,
-            openPorts: unique([String(node.port), ...placed.map((service) => String(service.vllm.port))]),
-            closedPorts: unique(placed.flatMap(closedPorts)),
+            openPorts: [String(node.port)],
+            clientPorts: unique([...(gateway?.node === node.name ? [String(gateway.port)] : []), ...(behindGateway ? [] : apiPorts)]),
+            clients: security.clients,
+            closedPorts: unique([...(behindGateway ? apiPorts : []), ...placed.flatMap(closedPorts)]),
             marker: firewallMarker(stack),
             revision: revisions[node.name] ?? "",
         };

@@ -6,7 +6,7 @@
  * the nodes once they are prepared (image delivered, model downloaded and synced): preflight, then
  * the fit of the model. Pure: tested without hosts or Pulumi.
  */
-import { FleetConfig, ServiceConfig } from "../config";
+import { FleetConfig, ServiceConfig, clientPortsWarning } from "../config";
 import { managedFlagKeys } from "../config/vllmFlags";
 import { ContainerSpec } from "../containerSpec";
 import { NodeFacts } from "../facts";
@@ -17,7 +17,7 @@ import { RAY_HEAD_VLLM_CONFIG_ROOT, RAY_SERVE_ARGS_FILE, RAY_SERVE_LOG, ServiceC
 import { Reconciliation } from "../reconcile";
 import { preflight } from "../preflight";
 import { CachePlan, planCache } from "./cache";
-import { ServiceContext, mpRankSpec, rayContainerSpec, watchdogSpec } from "./containers";
+import { KeyCheckPlan, ServiceContext, mpRankSpec, planKeyCheck, rayContainerSpec, watchdogSpec } from "./containers";
 import { FirewallPlan, planFirewalls } from "./firewall";
 import { GatewayPlan, planGateway } from "./gateway";
 import { HostPrepPlan, planHostPrep } from "./hostPrep";
@@ -116,6 +116,12 @@ export interface ServicePlan {
     readonly argsCheck: ArgsCheckPlan;
     readonly ray?: RayPlan;
     readonly vllm: VllmPlan;
+    /**
+     * The key check of every route of its API (with an API key): carried by the container that runs
+     * the API server (the Ray head, or rank 0), added by the components once the argument check read
+     * the image's own PYTHONPATH (containers.ts withKeyCheck).
+     */
+    readonly keyCheck?: KeyCheckPlan;
     /** Its serving containers as planned, on each of its nodes (hostPrep's trigger). */
     readonly servingSpecs: readonly ContainerSpec[];
 }
@@ -176,6 +182,8 @@ export interface PlanInput {
     readonly lifecycleScript: string;
     /** The gateway's launcher (components/scripts/gateway.py); needed with config `gateway`. */
     readonly gatewayScript?: string;
+    /** The key check vLLM loads (components/scripts/vllm_fleet_key.py). */
+    readonly keyCheckScript: string;
 }
 
 /**
@@ -214,18 +222,20 @@ export function planFleet(input: PlanInput): FleetPlan {
             service,
             service.config.nodes.map((node) => byName.get(node.name)!),
             stack,
-            { watchdog: input.watchdogScript, lifecycle: input.lifecycleScript },
+            { watchdog: input.watchdogScript, lifecycle: input.lifecycleScript, keyCheck: input.keyCheckScript },
         ),
     );
+    const firewalls = planFirewalls(
+        config,
+        input.services.map((service) => service.config),
+        stack,
+        input.firewallRevisions,
+    );
+    const openToAll = clientPortsWarning(config.security, [...new Set(firewalls.flatMap((rules) => rules.clientPorts))]);
     return {
         nodes,
-        warnings: [...fabricWarnings(config, nodes), ...hostWarnings, ...[imageStoreWarning(input.nodes)].filter((warning): warning is string => warning !== undefined)],
-        firewalls: planFirewalls(
-            config,
-            input.services.map((service) => service.config),
-            stack,
-            input.firewallRevisions,
-        ),
+        warnings: [...fabricWarnings(config, nodes), ...hostWarnings, ...[imageStoreWarning(input.nodes), openToAll].filter((warning): warning is string => warning !== undefined)],
+        firewalls,
         hostPrep: planHostPrep(
             config,
             nodes.map((node) => node.name),
@@ -244,7 +254,12 @@ export function planFleet(input: PlanInput): FleetPlan {
 }
 
 /** One service's plan, on its nodes. */
-function planService(input: ServiceInput, nodes: readonly PlannedNode[], stack: string, scripts: { readonly watchdog: string; readonly lifecycle: string }): ServicePlan {
+function planService(
+    input: ServiceInput,
+    nodes: readonly PlannedNode[],
+    stack: string,
+    scripts: { readonly watchdog: string; readonly lifecycle: string; readonly keyCheck: string },
+): ServicePlan {
     const { config, containers, reconciliation } = input;
     const context: ServiceContext = { config, stack, service: input.name, containers };
     const head = nodes[0];
@@ -320,6 +335,7 @@ function planService(input: ServiceInput, nodes: readonly PlannedNode[], stack: 
             fabricChecks: nodes.map((node) => ({ node: node.name, container: serving, executor: config.executor, policy: transportPolicy(config, node), hint: transportHint(config, node) })),
             watchdog: config.supervision.watchdog ? watchdogSpec(context, scripts, reconciliation.watchdogRevision, head) : undefined,
         },
+        keyCheck: config.vllm.apiKey === "none" ? undefined : planKeyCheck(scripts.keyCheck),
         servingSpecs: (rayNodes ?? ranks ?? []).map((planned) => planned.spec),
     };
 }

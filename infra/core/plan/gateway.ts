@@ -3,7 +3,8 @@
  * and its container. {@link gatewayRoutes} is the one place routes come from, so that moving a
  * served name from one service to another (a swap) is a change of its input only. Pure.
  */
-import { FleetConfig } from "../config";
+import * as crypto from "crypto";
+import { FleetConfig, GATEWAY_ROUTER_PORT } from "../config";
 import { ContainerSpec } from "../containerSpec";
 import { fleetLabels, gatewayContainer } from "../names";
 import { runs } from "./containers";
@@ -57,8 +58,13 @@ export interface GatewayPlan {
     readonly endpoint: string;
     readonly routes: readonly GatewayRoute[];
     readonly image: FleetConfig["image"];
-    /** The container (without the API key: added where it is known, as VLLM_API_KEY). */
+    /**
+     * The container: the launcher, the router and its proxy (without the API key's SHA-256: added
+     * where the key is known, as GATEWAY_KEY_SHA256, with {@link withKeyDigest}).
+     */
     readonly spec: ContainerSpec;
+    /** Whether the proxy asks for the stack's API key. */
+    readonly keyed: boolean;
     /**
      * The routes as the container gets them (gateway-routes.sh writes them to `file` inside it, and
      * the launcher applies them in place): not part of the container's spec, so a changed route set
@@ -68,6 +74,99 @@ export interface GatewayPlan {
     readonly ready: { readonly container: string; readonly port: number; readonly models: readonly string[]; readonly timeoutSeconds: number };
     /** The watchdog of the gateway (watchdog.py, executor gateway) beside it, when supervision.watchdog. */
     readonly watchdog?: ContainerSpec;
+}
+
+/**
+ * The OpenAI routes the gateway's proxy passes to the router (vllm-router 0.1.17 serves these for
+ * the models of its workers), with the key; everything else the router serves (its admin API:
+ * /workers, /add_worker, /remove_worker, /list_workers, /flush_cache, /get_loads, ...) answers 404
+ * from the proxy, key or not. `/health` passes without the key (a probe's).
+ */
+export const GATEWAY_OPENAI_ROUTES = ["/v1/completions", "/v1/chat/completions", "/v1/models", "/v1/embeddings", "/v1/rerank", "/v1/responses"] as const;
+
+/** What the gateway's proxy is configured from. */
+export interface GatewayProxySettings {
+    /** Where clients connect (all the node's IPv4 addresses). */
+    readonly port: number;
+    /** Where the router listens, on the loopback only. */
+    readonly routerPort: number;
+    /** The web origins that may use it from a browser (CORS); none: no cross-site use. */
+    readonly allowedOrigins: readonly string[];
+    /** Whether requests need the stack's API key (its SHA-256 comes in the variable GATEWAY_KEY_SHA256). */
+    readonly keyed: boolean;
+}
+
+/**
+ * The configuration of the gateway's proxy: HAProxy (the maintained reverse proxy, Debian's and the
+ * official image's package) on `port` in front of the router on the loopback. It answers a CORS
+ * preflight itself (the allow headers for an allowed origin, 403 for any other), refuses a request
+ * without `Authorization: Bearer <key>` (401, before anything else: a stranger learns nothing, not
+ * even which routes exist), passes only {@link GATEWAY_OPENAI_ROUTES} and /health to the router
+ * (404 for the rest), removes the router's own `Access-Control-Allow-*` answers (it allows every
+ * origin) and names an allowed origin instead. The key is compared as its SHA-256 (HAProxy's sha2
+ * converter), so the container holds only the digest, never the key. Streams pass as they come
+ * (http-no-delay: each server-sent event goes out at once). Pure.
+ */
+export function gatewayProxyConfig(settings: GatewayProxySettings): string {
+    const origins = settings.allowedOrigins;
+    const lines = [
+        "# vllm-fleet's gateway: HAProxy in front of vllm-router (components/scripts/gateway.py starts both).",
+        "global",
+        "    maxconn 4096",
+        "defaults",
+        "    mode http",
+        "    option http-no-delay",
+        "    timeout connect 5s",
+        "    timeout http-request 30s",
+        "    timeout http-keep-alive 60s",
+        // A long generation streams for as long as the router lets it (its request timeout: 1800 s).
+        "    timeout client 1h",
+        "    timeout server 1h",
+        "frontend gateway",
+        `    bind 0.0.0.0:${settings.port}`,
+        "    acl preflight method OPTIONS",
+        "    acl preflight_asks req.hdr(access-control-request-method) -m found",
+        "    acl health path /health",
+        `    acl openai path ${GATEWAY_OPENAI_ROUTES.join(" ")}`,
+    ];
+    if (origins.length > 0) {
+        lines.push(
+            `    acl origin_allowed req.hdr(origin) -m str ${origins.join(" ")}`,
+            // Kept for the response, where the request's headers are no longer there to read.
+            "    http-request set-var(txn.origin) req.hdr(origin) if origin_allowed",
+            '    http-request return status 204 hdr access-control-allow-origin %[req.hdr(origin)] hdr access-control-allow-methods "GET, POST, OPTIONS" hdr access-control-allow-headers "authorization, content-type" hdr access-control-max-age 600 hdr vary origin if preflight preflight_asks origin_allowed',
+        );
+    }
+    lines.push('    http-request return status 403 content-type text/plain string "Disallowed CORS origin" if preflight preflight_asks');
+    if (settings.keyed) {
+        lines.push(
+            "    acl bearer req.fhdr(authorization),word(1,' '),lower -m str bearer",
+            // HAProxy's own variable syntax, expanded by HAProxy from the container's environment.
+            '    acl key_ok req.fhdr(authorization),word(2,\' \'),sha2(256),hex,lower -m str "${GATEWAY_KEY_SHA256}"',
+            `    http-request return status 401 content-type application/json string '{"error": "Unauthorized"}' hdr www-authenticate Bearer if !health !bearer || !health !key_ok`,
+        );
+    }
+    lines.push(
+        `    http-request return status 404 content-type application/json string '{"error": "Not Found: the gateway serves the OpenAI routes only"}' if !health !openai`,
+        "    http-response del-header access-control-allow-origin",
+        "    http-response del-header access-control-allow-credentials",
+        "    http-response del-header access-control-allow-methods",
+        "    http-response del-header access-control-allow-headers",
+        "    http-response del-header access-control-expose-headers",
+    );
+    if (origins.length > 0) {
+        lines.push(
+            "    http-response set-header access-control-allow-origin %[var(txn.origin)] if { var(txn.origin) -m found }",
+            "    http-response add-header vary origin if { var(txn.origin) -m found }",
+        );
+    }
+    lines.push("    default_backend router", "backend router", `    server router 127.0.0.1:${settings.routerPort}`, "");
+    return lines.join("\n");
+}
+
+/** The gateway's container with the SHA-256 (hex) of the stack's API key, which its proxy compares requests' keys with. */
+export function withKeyDigest(spec: ContainerSpec, key: string): ContainerSpec {
+    return { ...spec, env: { ...spec.env, GATEWAY_KEY_SHA256: crypto.createHash("sha256").update(key, "utf8").digest("hex") } };
 }
 
 /** What the gateway's container runs: the launcher (components/scripts/gateway.py). */
@@ -107,13 +206,16 @@ export function planGateway(
     const container = gatewayContainer(stack);
     const routeList = JSON.stringify(routes.map((route) => ({ model: route.model, url: route.url })));
     const { supervision } = config;
+    const keyed = config.vllm.apiKey !== "none";
     const spec: ContainerSpec = {
         name: container,
         image: gateway.image.name,
         ...runs(["python3", "-c", scripts.launcher]),
         env: {
             GATEWAY_PORT: String(gateway.port),
+            GATEWAY_ROUTER_PORT: String(GATEWAY_ROUTER_PORT),
             GATEWAY_ROUTES_FILE: GATEWAY_ROUTES_FILE,
+            GATEWAY_PROXY_CONFIG: gatewayProxyConfig({ port: gateway.port, routerPort: GATEWAY_ROUTER_PORT, allowedOrigins: config.security.allowedOrigins, keyed }),
         },
         mounts: [],
         networkHost: true,
@@ -132,20 +234,23 @@ export function planGateway(
         routes,
         image: gateway.image,
         spec,
-        routesStep: { container, port: gateway.port, file: GATEWAY_ROUTES_FILE, json: routeList, timeoutSeconds: GATEWAY_ROUTES_SECONDS },
+        keyed,
+        routesStep: { container, port: GATEWAY_ROUTER_PORT, file: GATEWAY_ROUTES_FILE, json: routeList, timeoutSeconds: GATEWAY_ROUTES_SECONDS },
         ready: { container, port: gateway.port, models: routes.map((route) => route.model), timeoutSeconds: config.timeouts.vllmReadySeconds },
         watchdog: supervision.watchdog
             ? {
                   name: `${container}-watchdog`,
                   image: gateway.image.name,
                   ...runs(["python3", "-c", scripts.watchdog]),
-                  // It asks the router's admin API for the routes (no completion: a service that is
-                  // down is its own watchdog's) and restarts the gateway's container when they stay missing.
+                  // It asks the router's admin API, on the loopback, for the routes (no completion: a
+                  // service that is down is its own watchdog's), and the proxy for /health, and
+                  // restarts the gateway's container when either stays wrong.
                   env: {
                       WATCHDOG_EXECUTOR: "gateway",
                       WATCHDOG_CONTAINER: container,
                       WATCHDOG_HOST: "127.0.0.1",
-                      WATCHDOG_PORT: String(gateway.port),
+                      WATCHDOG_PORT: String(GATEWAY_ROUTER_PORT),
+                      WATCHDOG_PROXY_PORT: String(gateway.port),
                       WATCHDOG_ROUTES: routeList,
                       WATCHDOG_INTERVAL: String(supervision.probeIntervalSeconds),
                       WATCHDOG_FAILURES: String(supervision.failuresBeforeRestart),

@@ -7,6 +7,11 @@ import { FleetConfig } from "../config";
 import { MANAGED_FLAGS, ServeValues } from "../config/vllmFlags";
 import { PlannedNode } from "./nodes";
 
+/** Where the container that runs vLLM's API server carries vllm-fleet's key check (first on PYTHONPATH). */
+export const KEY_CHECK_DIR = "/opt/vllm-fleet/python";
+/** vLLM's `--middleware` value: the key check's class (components/scripts/vllm_fleet_key.py, in {@link KEY_CHECK_DIR}). */
+export const KEY_CHECK_MIDDLEWARE = "vllm_fleet_key.RequireKey";
+
 /** Where the model directory is mounted inside the containers (read-only). */
 export function containerModelPath(config: Pick<FleetConfig, "model">): string {
     return `/models/${path.posix.basename(config.model.path)}`;
@@ -37,6 +42,8 @@ function serveValues(config: FleetConfig, host: string, mp?: ServeValues["mp"]):
         toolCallParser: config.vllm.toolCallParser,
         enableAutoToolChoice: config.vllm.enableAutoToolChoice,
         trustRemoteCode: config.vllm.trustRemoteCode,
+        allowedOrigins: config.security.allowedOrigins,
+        keyMiddleware: config.vllm.apiKey === "none" ? undefined : KEY_CHECK_MIDDLEWARE,
         mp,
     };
 }

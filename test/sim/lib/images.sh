@@ -28,9 +28,11 @@ readonly -a SIM_NODE_PACKAGES=(
   iputils-ping sudo
 )
 # The workload: Debian's python3 + pip, real Ray from PyPI (workload/requirements.lock), and
-# the tools a vLLM image has. The vLLM stand-in is added in the second layer.
+# the tools a vLLM image has; HAProxy, the gateway's proxy in front of vllm-router, from Debian's
+# package (the gateway e2e runs this image as the gateway's). The vLLM stand-in is added in the
+# second layer.
 readonly -a SIM_WORKLOAD_PACKAGES=(
-  python3 python3-pip iproute2 curl procps ca-certificates
+  python3 python3-pip iproute2 curl procps ca-certificates haproxy
 )
 
 sim_cache_dir() {

@@ -10,7 +10,17 @@
 # completion/api_router.py and chat_completion/api_router.py; a router's cache_aware policy asks them
 # before each request; the stand-in's prompt is one token per word, its ids the words' positions);
 # --api-key / VLLM_API_KEY gives 401 on /v1/*. A completion needs every rank to answer; its text
-# is "ranks: 0@<ip> 1@<ip> ..." and `vllm_fleet_ranks` holds the same (stand-in fields).
+# is "ranks: 0@<ip> 1@<ip> ..." and `vllm_fleet_ranks` holds the same (stand-in fields). Also
+# POST /invocations (a completion or a chat completion by the body's shape) and POST /tokenize, which
+# vLLM serves outside /v1 (no key there in vLLM's own check).
+#
+# --middleware (vLLM: app.add_middleware of each class, the last given outermost) runs the given ASGI
+# middleware classes for real, in order, around the routes: a request they pass goes on, one they
+# answer is answered by them (the stand-in is no ASGI server: each request is handed to them as an
+# ASGI scope with its body, on an event loop of its own). --allowed-origins is Starlette's CORS
+# middleware as vLLM adds it, innermost: a preflight from an allowed origin gets the allow headers,
+# from another 400 "Disallowed CORS origin"; an allowed origin's request gets
+# Access-Control-Allow-Origin (vLLM 0.17.1's default ["*"]: every origin).
 #
 # Parser names, as in vLLM 0.17.1 (and 0.34): validate_api_server_args (called by setup_server, i.e. only
 # once the server starts, never by `vllm serve`'s parse-and-validate) refuses an unknown
@@ -20,6 +30,9 @@
 # unknown --reasoning-parser passes it and fails later, in the engine core
 # (vllm/v1/engine/core.py check_reasoning_parser). Without --enable-auto-tool-choice the tool
 # parser name is never looked up.
+import asyncio
+import importlib
+import inspect
 import json
 import os
 import signal
@@ -102,8 +115,29 @@ ROUTES = [
     ("/openapi.json", "GET, HEAD"), ("/docs", "GET, HEAD"), ("/health", "GET"), ("/ping", "GET, POST"),
     ("/version", "GET"), ("/v1/models", "GET"), ("/v1/chat/completions", "POST"),
     ("/v1/completions", "POST"), ("/v1/completions/render", "POST"), ("/v1/chat/completions/render", "POST"),
-    ("/metrics", "GET"),
+    ("/metrics", "GET"), ("/invocations", "POST"), ("/tokenize", "POST"),
 ]
+
+
+class _Passed:
+    """The innermost ASGI app of the --middleware chain: marks the request as passed on."""
+
+    async def __call__(self, scope, receive, send):
+        scope["vllm_fleet_standin.passed"] = True
+
+
+def middleware_chain(names):
+    """vLLM's --middleware, as vllm/entrypoints/serve/middleware/register.py loads it: a class is
+    added with app.add_middleware (the last added outermost); a coroutine function would be an HTTP
+    middleware (not offered by the stand-in)."""
+    app = _Passed()
+    for name in names or []:
+        module_path, object_name = name.rsplit(".", 1)
+        imported = getattr(importlib.import_module(module_path), object_name)
+        if not inspect.isclass(imported):
+            raise ValueError(f"Invalid middleware {name}. Must be a function or a class.")
+        app = imported(app)
+    return app
 
 
 class Server:
@@ -115,6 +149,8 @@ class Server:
         self.max_model_len = max_model_len
         keys = args.api_key or ([os.environ["VLLM_API_KEY"]] if os.environ.get("VLLM_API_KEY") else [])
         self.api_keys = set(keys)
+        self.middleware = middleware_chain(getattr(args, "middleware", None)) if getattr(args, "middleware", None) else None
+        self.allowed_origins = list(getattr(args, "allowed_origins", None) or [])
         self.dead = None
         self.requests = 0
 
@@ -152,6 +188,14 @@ class Server:
             return refused
         prompt = self.prompt_text(body, chat)
         return 200, [{"type": "token", "prompt_token_ids": list(range(max(1, len(prompt.split())))), "prompt": prompt}]
+
+    def tokenize(self, body: dict):
+        """POST /tokenize: the prompt's tokens (the stand-in's: one per word, its id the word's position)."""
+        refused = self.unknown_model(body)
+        if refused:
+            return refused
+        count = max(1, len(self.prompt_text(body, "messages" in body).split()))
+        return 200, {"count": count, "max_model_len": self.max_model_len, "tokens": list(range(count)), "token_strs": None}
 
     def complete(self, body: dict, chat: bool):
         refused = self.unknown_model(body)
@@ -202,11 +246,17 @@ class Server:
                 print(f'INFO:     {self.client_address[0]}:{self.client_address[1]} - '
                       f'"{self.command} {self.path} HTTP/1.1" {status} {phrase}', flush=True)
 
-            def _send(self, status: int, body=None, content_type="application/json", raw: bytes = None):
+            cors_origin = None
+
+            def _send(self, status: int, body=None, content_type="application/json", raw: bytes = None, headers=()):
                 data = raw if raw is not None else (b"" if body is None else json.dumps(body).encode())
                 self.send_response(status)
                 self.send_header("content-type", content_type)
                 self.send_header("content-length", str(len(data)))
+                for name, value in headers:
+                    self.send_header(name, value)
+                if self.cors_origin:
+                    self.send_header("access-control-allow-origin", self.cors_origin)
                 self.end_headers()
                 if self.command != "HEAD":
                     self.wfile.write(data)
@@ -218,14 +268,74 @@ class Server:
                 auth = self.headers.get("Authorization", "")
                 return auth.startswith("Bearer ") and auth[len("Bearer "):] in server.api_keys
 
+            def _middleware(self, method: str, path: str, raw: bytes) -> bool:
+                """Runs the --middleware chain on this request; True when it passed it on, else its
+                answer has been sent."""
+                query = self.path.split("?", 1)[1] if "?" in self.path else ""
+                scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": method,
+                         "scheme": "http", "path": path, "raw_path": path.encode(), "root_path": "",
+                         "query_string": query.encode(), "client": self.client_address[:2],
+                         "headers": [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in self.headers.items()]}
+                sent = []
+
+                async def receive():
+                    return {"type": "http.request", "body": raw, "more_body": False}
+
+                async def send(message):
+                    sent.append(message)
+
+                asyncio.run(server.middleware(scope, receive, send))
+                if scope.get("vllm_fleet_standin.passed"):
+                    return True
+                start = next((m for m in sent if m["type"] == "http.response.start"), None)
+                body = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
+                if start is None:
+                    self._send(500, raw=b"Internal Server Error", content_type="text/plain; charset=utf-8")
+                    return False
+                headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in start.get("headers", [])
+                           if k.lower() not in (b"content-length", b"content-type")]
+                content_type = next((v.decode("latin-1") for k, v in start.get("headers", []) if k.lower() == b"content-type"),
+                                    "text/plain; charset=utf-8")
+                self._send(start["status"], raw=body, content_type=content_type, headers=headers)
+                return False
+
+            def _cors(self, method: str) -> bool:
+                """Starlette's CORSMiddleware as vLLM adds it (allow_methods and allow_headers "*",
+                no credentials): True when it answered a preflight itself."""
+                origin = self.headers.get("origin")
+                if not origin:
+                    return False
+                allowed = "*" in server.allowed_origins or origin in server.allowed_origins
+                if method == "OPTIONS" and self.headers.get("access-control-request-method"):
+                    if not allowed:
+                        self._send(400, raw=b"Disallowed CORS origin", content_type="text/plain; charset=utf-8")
+                        return True
+                    self.cors_origin = "*" if "*" in server.allowed_origins else origin
+                    requested = self.headers.get("access-control-request-headers")
+                    headers = [("access-control-allow-methods", "DELETE, GET, HEAD, OPTIONS, PATCH, POST, PUT"),
+                               ("access-control-max-age", "600")]
+                    if requested:
+                        headers.append(("access-control-allow-headers", requested))
+                    self._send(200, raw=b"OK", content_type="text/plain; charset=utf-8", headers=headers)
+                    return True
+                if allowed:
+                    self.cors_origin = "*" if "*" in server.allowed_origins else origin
+                return False
+
             def _route(self, method: str):
                 path = self.path.split("?", 1)[0]
+                self.cors_origin = None
                 # The body is read before any answer, as uvicorn does: a refused request's body left
                 # unread would be taken for the start of the next request on a kept-alive connection.
                 length = int(self.headers.get("content-length") or 0)
                 raw = self.rfile.read(length) if length else b""
-                if not self._authorized():
+                if server.middleware is not None and not self._middleware(method, path, raw):
+                    return
+                # vLLM's AuthenticationMiddleware lets OPTIONS through, to CORS.
+                if method != "OPTIONS" and not self._authorized():
                     return self._send(401, {"error": "Unauthorized"})
+                if self._cors(method):
+                    return
                 if server.dead is not None and path != "/health":
                     return self._send(500, {"error": {"message": f"EngineCore encountered an issue: {server.dead}",
                                                       "type": "EngineDeadError", "param": None, "code": 500}})
@@ -242,7 +352,7 @@ class Server:
                 if path == "/v1/models" and method == "GET":
                     return self._send(200, server.models_body())
                 if path in ("/v1/completions", "/v1/chat/completions", "/v1/completions/render",
-                            "/v1/chat/completions/render") and method == "POST":
+                            "/v1/chat/completions/render", "/invocations", "/tokenize") and method == "POST":
                     try:
                         body = json.loads(raw or b"{}")
                         if not isinstance(body, dict):
@@ -252,6 +362,17 @@ class Server:
                                                           "param": None, "code": 400}})
                     if path.endswith("/render"):
                         return self._send(*server.render(body, chat=path.startswith("/v1/chat/")))
+                    if path == "/tokenize":
+                        return self._send(*server.tokenize(body))
+                    if path == "/invocations":
+                        # vLLM's SageMaker-style route: the body's shape says which API it is.
+                        if "messages" in body:
+                            path = "/v1/chat/completions"
+                        elif "prompt" in body:
+                            path = "/v1/completions"
+                        else:
+                            return self._send(400, {"error": {"message": "Cannot find a suitable handler for request",
+                                                              "type": "BadRequestError", "param": None, "code": 400}})
                     try:
                         status, reply = server.complete(body, chat=path.endswith("chat/completions"))
                     except EngineDead as e:
@@ -337,6 +458,9 @@ class Server:
             def do_POST(self):  # noqa: N802
                 self._route("POST")
 
+            def do_OPTIONS(self):  # noqa: N802
+                self._route("OPTIONS")
+
         return Handler
 
     def die(self, reason: str) -> None:
@@ -354,6 +478,9 @@ class Server:
 
 class _HTTPServer(ThreadingHTTPServer):
     daemon_threads = True
+    # uvicorn's listen backlog (its --backlog default), not socketserver's 5: many clients at once
+    # queue, they are not dropped.
+    request_queue_size = 2048
 
     def __init__(self, sock, handler):
         super().__init__(sock.getsockname(), handler, bind_and_activate=False)
