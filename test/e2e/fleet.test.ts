@@ -21,10 +21,15 @@
  * - big's served name changed in place: preview calls it a replacement with downtime.
  * Real SSH, Docker, Ray and vllm-router; the GPU, the fabric link and vLLM are stand-ins.
  */
+import * as crypto from "crypto";
+import * as http from "http";
+import { AddressInfo } from "net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Stack } from "@pulumi/pulumi/automation";
 import { runLoadtest } from "../../tools/loadtest/run";
 import { stackStatus } from "../../tools/status";
+import { answeredWithoutKey, statusOf } from "./keyProbes";
+import { shQuote } from "../../components/shell";
 import { SimCluster, complete, onNode, simDeployment, tearDown } from "./simCluster";
 import { TINY_MODEL_DIR } from "./simCluster";
 
@@ -263,23 +268,145 @@ describe("a fleet of three services on four simulated Sparks", () => {
         expect(access, "coder's access log").not.toMatch(/"POST \S*\/render HTTP/);
     });
 
-    it("puts its routes back when they are changed through the router's open admin API", async () => {
+    it("lets nobody in without the key: the router's admin routes 401 (404 with the key), a stranger's worker gets no request, deleted routes fail no completion, a foreign page no allow-origin", async () => {
         const outputs = await stack.outputs();
-        const root = (outputs.gatewayEndpoint.value as string).replace(/\/v1$/, "");
+        const endpoint = outputs.gatewayEndpoint.value as string;
+        const root = endpoint.replace(/\/v1$/, "");
+        const apiKey = outputs.apiKey.value as string;
         const routes = outputs.gateway.value.routes as Record<string, { url: string }>;
-        const workers = async () =>
-            ((await (await fetch(`${root}/workers`)).json()) as { workers: { url: string; model_id: string }[] }).workers.map((worker) => `${worker.model_id} ${worker.url}`).sort();
+        const keyed = { Authorization: `Bearer ${apiKey}` };
+        const json = { "Content-Type": "application/json" };
+        // vllm-router 0.1.17's admin and info routes, as a stranger and as a key holder asks them.
+        const admin: [string, string][] = [
+            ["GET", "/workers"],
+            ["POST", "/workers"],
+            ["DELETE", `/workers/${encodeURIComponent(routes["big-moe"].url)}`],
+            ["POST", "/add_worker?url=http://192.0.2.1:1"],
+            ["POST", `/remove_worker?url=${encodeURIComponent(routes["big-moe"].url)}`],
+            ["GET", "/list_workers"],
+            ["POST", "/flush_cache"],
+            ["GET", "/get_loads"],
+            ["GET", "/get_server_info"],
+            ["GET", "/get_model_info"],
+            ["GET", "/health_generate"],
+            ["GET", "/metrics"],
+        ];
+        for (const [method, route] of admin) {
+            const body = method === "POST" ? JSON.stringify({ url: "http://192.0.2.1:1", model_id: "big-moe" }) : undefined;
+            expect(await statusOf(`${root}${route}`, { method, headers: json, body }), `${method} ${route} without the key`).toBe(401);
+            expect(await statusOf(`${root}${route}`, { method, headers: { ...json, ...keyed }, body }), `${method} ${route} with the key`).toBe(404);
+        }
+        // Every route vLLM serves, asked through the gateway without the key: 401, what it is or not.
+        expect(await answeredWithoutKey(root)).toEqual([]);
+        expect(await statusOf(`${root}/health`)).toBe(200);
+
+        // A stranger registers its own worker for big-moe over and over (with the key too: a client is
+        // no administrator) while 20 keyed completions run: every one answered by big, none by it.
+        const hostIp = cluster.mgmtSubnet.replace(/\.0\/24$/, ".1");
+        let stolen = 0;
+        const sink = http.createServer((request, response) => {
+            stolen += 1;
+            request.resume();
+            response.end("{}");
+        });
+        await new Promise<void>((resolve) => sink.listen(0, hostIp, resolve));
+        const sinkUrl = `http://${hostIp}:${(sink.address() as AddressInfo).port}`;
+        let attacking = true;
+        const attacks = { sent: 0, answered: new Set<number>() };
+        const attack = (async () => {
+            while (attacking) {
+                for (const headers of [json, { ...json, ...keyed }]) {
+                    attacks.answered.add(await statusOf(`${root}/workers`, { method: "POST", headers, body: JSON.stringify({ url: sinkUrl, model_id: "big-moe" }) }));
+                    attacks.answered.add(await statusOf(`${root}/add_worker?url=${encodeURIComponent(sinkUrl)}`, { method: "POST", headers }));
+                    attacks.sent += 2;
+                }
+            }
+        })();
+        const bigIps = ["spark1", "spark2"].map((node) => cluster.nodes[Number(node.slice(5)) - 1].fabricIp).sort();
+        try {
+            for (let i = 0; i < 20; i++) {
+                const body = await complete(endpoint, "big-moe", apiKey);
+                expect(body.vllm_fleet_ranks.map((rank) => rank.ip).sort(), `completion ${i}`).toEqual(bigIps);
+            }
+        } finally {
+            attacking = false;
+            await attack;
+            sink.closeAllConnections();
+            await new Promise((resolve) => sink.close(resolve));
+        }
+        expect(attacks.sent).toBeGreaterThan(20);
+        expect([...attacks.answered].sort()).toEqual([401, 404]);
+        expect(stolen).toBe(0);
+
+        // Routes deleted in a loop, keyed or not, while 20 keyed completions of coder-moe run: none fails.
+        let deleting = true;
+        const deleter = (async () => {
+            while (deleting) {
+                for (const headers of [{}, keyed]) {
+                    await statusOf(`${root}/workers/${encodeURIComponent(routes["coder-moe"].url)}`, { method: "DELETE", headers });
+                    await statusOf(`${root}/remove_worker?url=${encodeURIComponent(routes["coder-moe"].url)}`, { method: "POST", headers });
+                }
+            }
+        })();
+        try {
+            for (let i = 0; i < 20; i++) {
+                expect(await gatewayStatus(endpoint, "coder-moe", apiKey), `completion ${i} during the deletions`).toBe(200);
+            }
+        } finally {
+            deleting = false;
+            await deleter;
+        }
+
+        // A web page of another origin: its preflight gets no allow-origin, nor does its request.
+        const preflight = await fetch(`${endpoint}/completions`, {
+            method: "OPTIONS",
+            headers: { Origin: "https://evil.example", "Access-Control-Request-Method": "POST", "Access-Control-Request-Headers": "authorization,content-type" },
+        });
+        await preflight.text();
+        expect(preflight.status).toBe(403);
+        expect(preflight.headers.get("access-control-allow-origin")).toBeNull();
+        const fromPage = await fetch(`${endpoint}/models`, { headers: { ...keyed, Origin: "https://evil.example" } });
+        await fromPage.text();
+        expect(fromPage.status).toBe(200);
+        expect(fromPage.headers.get("access-control-allow-origin")).toBeNull();
+
+        // The gateway's container holds no key: its proxy compares the key's SHA-256.
+        const env = onNode(cluster.nodes[2], `docker inspect --format '{{range .Config.Env}}{{println .}}{{end}}' vllm-fleet-gateway-${name}`);
+        expect(env).not.toContain(apiKey);
+        expect(env).not.toContain("VLLM_API_KEY");
+        expect(env).toContain(`GATEWAY_KEY_SHA256=${crypto.createHash("sha256").update(apiKey).digest("hex")}`);
+    });
+
+    it("puts its routes back when they are changed on its node, where alone the router's admin API answers", async () => {
+        const outputs = await stack.outputs();
+        const routes = outputs.gateway.value.routes as Record<string, { url: string }>;
+        // Requests to the router on the gateway node's loopback, in one go (the launcher looks every
+        // second); answers the workers after them.
+        const PROGRAM = [
+            "import json, sys, urllib.request",
+            "def call(method, route, body=None):",
+            "    request = urllib.request.Request('http://127.0.0.1:29001' + route, data=body and body.encode(), method=method, headers={'Content-Type': 'application/json'})",
+            "    return urllib.request.urlopen(request, timeout=10).read().decode()",
+            "for method, route, body in json.loads(sys.argv[1]):",
+            "    call(method, route, body)",
+            "print(call('GET', '/workers'))",
+        ].join("\n");
+        const admin = (calls: [string, string, string | null][]) =>
+            (JSON.parse(onNode(cluster.nodes[2], `docker exec vllm-fleet-gateway-${name} python3 -c ${shQuote(PROGRAM)} ${shQuote(JSON.stringify(calls))}`)) as { workers: { url: string; model_id: string }[] }).workers
+                .map((worker) => `${worker.model_id} ${worker.url}`)
+                .sort();
         const declared = Object.entries(routes).map(([model, route]) => `${model} ${route.url}`).sort();
-        expect(await workers()).toEqual(declared);
-        // A worker slipped in for big-moe, and coder-moe's route removed: what anyone reaching the port can do.
-        await fetch(`${root}/workers`, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ url: "http://127.0.0.1:9", model_id: "big-moe" }) });
-        await fetch(`${root}/workers/${encodeURIComponent(routes["coder-moe"].url)}`, { method: "DELETE" });
-        expect(await workers()).not.toEqual(declared);
+        expect(admin([])).toEqual(declared);
+        const changed = admin([
+            ["POST", "/workers", JSON.stringify({ url: "http://127.0.0.1:9", model_id: "big-moe" })],
+            ["DELETE", `/workers/${encodeURIComponent(routes["coder-moe"].url)}`, null],
+        ]);
+        expect(changed).not.toEqual(declared);
         const deadline = Date.now() + 30_000;
-        while (JSON.stringify(await workers()) !== JSON.stringify(declared) && Date.now() < deadline) {
+        while (JSON.stringify(admin([])) !== JSON.stringify(declared) && Date.now() < deadline) {
             await new Promise((resolve) => setTimeout(resolve, 500));
         }
-        expect(await workers()).toEqual(declared);
+        expect(admin([])).toEqual(declared);
     });
 
     it("adds small beside big on spark1: the preview creates small's only, and no other container changes, the gateway's neither", async () => {
@@ -469,6 +596,35 @@ describe("a fleet of three services on four simulated Sparks", () => {
         expect(warnings.join("\n")).toContain('service big changes what it serves in place (served name "big-moe" -> "big-moe-2"): a replacement with downtime');
         expect(warnings.join("\n")).toContain("declare the new model as a new service (e.g. big-2");
         await setServices([BIG, CODER3]);
+    });
+
+    it("with the firewall, admits only security.clients to the gateway's port, and with servicePorts gateway only the fabric to the services' ports", async () => {
+        const hostIp = cluster.mgmtSubnet.replace(/\.0\/24$/, ".1");
+        const [spark1, , spark3] = cluster.nodes;
+        // From another host of the management network (spark1's address there), to spark3's management address.
+        const fromSpark1 = (port: number) => onNode(spark1, `timeout 5 bash -c 'echo > /dev/tcp/${spark3.mgmtIp}/${port}' 2>/dev/null && echo connected || echo refused`).trim();
+        expect(fromSpark1(GATEWAY.port)).toBe("connected");
+        await stack.setConfig("vllm-fleet:security", { value: JSON.stringify({ firewall: true, clients: [`${hostIp}/32`], servicePorts: "gateway" }) });
+        const warnings: string[] = [];
+        const up = await stack.up({ onEvent: diagnostics(warnings, "warning") });
+        expect(up.summary.result).toBe("succeeded");
+        expect(warnings.join("\n")).not.toContain("security.clients");
+        const endpoint = up.outputs.gatewayEndpoint.value as string;
+        const apiKey = up.outputs.apiKey.value as string;
+        // This machine is a client: it reaches the gateway, and through it both models.
+        expect(await gatewayStatus(endpoint, "big-moe", apiKey)).toBe(200);
+        expect(await gatewayStatus(endpoint, "coder-moe", apiKey)).toBe(200);
+        // Another host is not: reset at the gateway's port, as at a service's.
+        expect(fromSpark1(GATEWAY.port)).toBe("refused");
+        // The services' own ports: not from this machine either (servicePorts gateway), only over the fabric.
+        const services = up.outputs.services.value as ServiceOutputs;
+        expect(await statusOf(`${services.big.endpoint}/models`, { headers: { Authorization: `Bearer ${apiKey}` } })).toBe(0);
+        expect(onNode(spark3, `timeout 5 bash -c 'echo > /dev/tcp/${spark1.fabricIp}/8000' && echo connected`).trim()).toBe("connected");
+        // Back to the defaults: the rules go, the ports answer everyone again.
+        await stack.setConfig("vllm-fleet:security", { value: JSON.stringify({}) });
+        expect((await stack.up()).summary.result).toBe("succeeded");
+        expect(fromSpark1(GATEWAY.port)).toBe("connected");
+        expect(await statusOf(`${services.big.endpoint}/models`, { headers: { Authorization: `Bearer ${apiKey}` } })).toBe(200);
     });
 
     it("reports no changes on a second up; a stopped service answers 503 through the gateway for its model only; destroy removes every container", async () => {

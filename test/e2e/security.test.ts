@@ -1,6 +1,8 @@
 /**
  * Nothing on the nodes answers strangers, for both executors, on simulated Sparks:
- * - the API refuses a completion without the key the stack made (401) and serves one with it;
+ * - the API refuses a completion without the key the stack made (401) and serves one with it; so does
+ *   every other route vLLM serves (/invocations, /tokenize, /metrics, ...: test/fixtures/vllm-routes.json),
+ *   but the probes /health and /ping; no foreign web origin gets an allow-origin;
  * - with the ray executor, a Ray client on the management network without the cluster's token is
  *   refused by the GCS (real Ray 2.53 token authentication), while the nodes' own drivers use it;
  * - no secret (API key, Ray token, SSH private key) appears in any process's command line on any
@@ -19,6 +21,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Stack } from "@pulumi/pulumi/automation";
 import { RAY_CONTAINER, VLLM_CONTAINER } from "../../infra/core/names";
 import { firewallChain, firewallMarker } from "../../infra/core/plan";
+import { OPEN_ROUTES, answeredWithoutKey, statusOf } from "./keyProbes";
 import { SimCluster, SimNode, complete, onNode, simDeployment, tearDown } from "./simCluster";
 
 /** Where each node's command lines are sampled while `up` runs. */
@@ -80,12 +83,31 @@ describe.each([
         await tearDown({ stacks: [stack], cluster: name, workDir });
     });
 
-    it("makes an API key and serves only with it: 401 without, 200 with", async () => {
+    it("makes an API key and serves only with it: 401 without on every route vLLM serves, the probes aside", async () => {
         expect(apiKey).toMatch(/^[0-9a-f]{64}$/);
         await expect(complete(endpoint, "tiny-moe")).rejects.toThrow(/HTTP 401/);
         await expect(complete(endpoint, "tiny-moe", "not-the-key")).rejects.toThrow(/HTTP 401/);
         const body = await complete(endpoint, "tiny-moe", apiKey);
         expect(body.choices[0].text).toContain(cluster.nodes[1].fabricIp);
+        // Not only /v1: every route of every supported vLLM version (vLLM's own check guards /v1 only).
+        const root = endpoint.replace(/\/v1$/, "");
+        expect(await answeredWithoutKey(root)).toEqual([]);
+        for (const route of OPEN_ROUTES) {
+            expect(await statusOf(`${root}${route}`), route).toBe(200);
+        }
+        // With the key, what vLLM serves outside /v1 answers: a completion through /invocations.
+        const keyed = { "Content-Type": "application/json", Authorization: `Bearer ${apiKey}` };
+        const invocation = await fetch(`${root}/invocations`, { method: "POST", headers: keyed, body: JSON.stringify({ model: "tiny-moe", prompt: "Hello", max_tokens: 4 }) });
+        expect(invocation.status).toBe(200);
+        expect(((await invocation.json()) as { choices: unknown[] }).choices).toHaveLength(1);
+        expect(await statusOf(`${root}/tokenize`, { method: "POST", headers: keyed, body: JSON.stringify({ model: "tiny-moe", prompt: "Hello" }) })).toBe(200);
+        // No web page of another origin may use it: no allow-origin, for a preflight or a request.
+        const preflight = await fetch(`${endpoint}/completions`, { method: "OPTIONS", headers: { Origin: "https://evil.example", "Access-Control-Request-Method": "POST" } });
+        await preflight.text();
+        expect(preflight.headers.get("access-control-allow-origin")).toBeNull();
+        const fromPage = await fetch(`${endpoint}/models`, { headers: { Authorization: `Bearer ${apiKey}`, Origin: "https://evil.example" } });
+        await fromPage.text();
+        expect(fromPage.headers.get("access-control-allow-origin")).toBeNull();
     });
 
     it.runIf(executor === "ray")("refuses a Ray client without the cluster's token, from the management network", async () => {
