@@ -68,31 +68,55 @@ export function anchors(text: string): Set<string> {
     return result;
 }
 
-/** A line with its code spans blanked out (their text kept as `code`), so that nothing inside one reads as a link. */
-function withoutCodeSpans(line: string): string {
-    return line.replace(/(`+)(?!`)[\s\S]*?(?<!`)\1(?!`)/g, "code");
+/**
+ * The paragraphs of a page's prose (runs of lines outside code blocks, split at blank lines), each
+ * as one text with the line it starts on: a code span or a link may run over a line break.
+ */
+function proseBlocks(text: string): { readonly line: number; readonly text: string }[] {
+    const blocks: { line: number; text: string }[] = [];
+    let last = -1;
+    for (const entry of proseLines(text)) {
+        const current = blocks[blocks.length - 1];
+        if (entry.text.trim() === "") {
+            last = -1;
+        } else if (current && entry.line === last + 1) {
+            current.text += `\n${entry.text}`;
+            last = entry.line;
+        } else {
+            blocks.push({ line: entry.line, text: entry.text });
+            last = entry.line;
+        }
+    }
+    return blocks;
+}
+
+const CODE_SPAN = /(`+)(?!`)([\s\S]*?[^`])\1(?!`)/g;
+
+/** The line of `offset` in a block that starts at `line`. */
+function lineAt(block: { readonly line: number; readonly text: string }, offset: number): number {
+    return block.line + (block.text.slice(0, offset).match(/\n/g)?.length ?? 0);
 }
 
 /** The links of a page (inline links and images, and reference definitions): their target and line. */
 export function links(text: string): { readonly target: string; readonly line: number }[] {
-    return proseLines(text).flatMap(({ line, text: content }) => {
-        const prose = withoutCodeSpans(content);
+    return proseBlocks(text).flatMap((block) => {
+        // Code spans blanked out, line breaks kept, so that nothing inside one reads as a link.
+        const prose = { line: block.line, text: block.text.replace(CODE_SPAN, (span) => span.replace(/[^\n]/g, "x")) };
         const found: { target: string; line: number }[] = [];
-        for (const match of prose.matchAll(/\]\(\s*(<[^>]*>|[^)\s]+)(?:\s+("[^"]*"|'[^']*'))?\s*\)/g)) {
-            found.push({ target: match[1].replace(/^<(.*)>$/, "$1"), line });
+        for (const match of prose.text.matchAll(/\]\(\s*(<[^>]*>|[^)\s]+)(?:\s+("[^"]*"|'[^']*'))?\s*\)/g)) {
+            found.push({ target: match[1].replace(/^<(.*)>$/, "$1"), line: lineAt(prose, match.index) });
         }
-        const definition = /^ {0,3}\[[^\]]+\]:\s*(\S+)/.exec(prose);
-        if (definition) {
-            found.push({ target: definition[1].replace(/^<(.*)>$/, "$1"), line });
+        for (const match of prose.text.matchAll(/^ {0,3}\[[^\]]+\]:\s*(\S+)/gm)) {
+            found.push({ target: match[1].replace(/^<(.*)>$/, "$1"), line: lineAt(prose, match.index) });
         }
-        return found;
+        return found.sort((a, b) => a.line - b.line);
     });
 }
 
-/** The code spans of a page's prose, with their line. */
+/** The code spans of a page's prose (a line break inside one read as a space), with their line. */
 export function codeSpans(text: string): { readonly code: string; readonly line: number }[] {
-    return proseLines(text).flatMap(({ line, text: content }) =>
-        [...content.matchAll(/(`+)(?!`)([\s\S]*?)(?<!`)\1(?!`)/g)].map((match) => ({ code: match[2].trim(), line })),
+    return proseBlocks(text).flatMap((block) =>
+        [...block.text.matchAll(CODE_SPAN)].map((match) => ({ code: match[2].replace(/\s*\n\s*/g, " ").trim(), line: lineAt(block, match.index) })),
     );
 }
 
