@@ -35,11 +35,7 @@ describe("docs/configuration.md against the schema", () => {
     });
 
     it("has a line for every key and no line for a key the schema lacks, each default the schema's", () => {
-        expect(keyTableProblems(text, stackKeys(), CONFIG_NAMESPACE)).toEqual([]);
-    });
-
-    it("holds its keys in tables the check reads", () => {
-        expect(keyRows(text).rows.length).toBe(stackKeys().length);
+        expect(keyTableProblems(text, stackKeys(), CONFIG_NAMESPACE).join("\n")).toBe("");
     });
 });
 

@@ -82,7 +82,7 @@ describe("the project's pages", () => {
             const problem = linkProblem(page, target);
             return problem ? [`${page}:${line}: ${problem}`] : [];
         });
-        expect(problems).toEqual([]);
+        expect(problems.join("\n")).toBe("");
     });
 
     it.each(PAGES)("%s: every repository path quoted as code exists", (page) => {
@@ -91,7 +91,7 @@ describe("the project's pages", () => {
             .filter(({ code }) => REPO_PATH.test(code))
             .filter(({ code }) => !fs.existsSync(path.join(ROOT, code)))
             .map(({ code, line }) => `${page}:${line}: ${code} does not exist`);
-        expect(problems).toEqual([]);
+        expect(problems.join("\n")).toBe("");
     });
 });
 
