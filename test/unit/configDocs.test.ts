@@ -45,6 +45,7 @@ describe("the check of a key table", () => {
         mode: z.enum(["a", "b"]).default("a"),
         name: z.string(),
         note: z.string().default(""),
+        greeting: z.string().default("hello there"),
         args: z.array(z.string()).default([]),
         hosts: z.array(z.strictObject({ host: z.string(), key: z.string().optional() })).min(1),
         extra: z.strictObject({ on: z.boolean().default(false) }).optional(),
@@ -60,6 +61,7 @@ describe("the check of a key table", () => {
         "| `mode` | `a` | `a` or `b` |",
         "| `name` | required | a name |",
         '| `note` | `""` | any text |',
+        "| `greeting` | `hello there` | any text |",
         "| `args` | `[]` | more arguments |",
         "| `hosts` | required | a list of hosts |",
         "| `hosts[i].host` | required | a host |",
@@ -75,7 +77,7 @@ describe("the check of a key table", () => {
 
     it("walks defaults, lists of objects, optional objects, records, discriminated unions and transforms", () => {
         expect(keys.map((entry) => entry.key)).toEqual([
-            "port", "mode", "name", "note", "args", "hosts", "hosts[i].host", "hosts[i].key", "extra.on", "labels.<name>", "target.kind", "target.path", "target.url", "cache.dir",
+            "port", "mode", "name", "note", "greeting", "args", "hosts", "hosts[i].host", "hosts[i].key", "extra.on", "labels.<name>", "target.kind", "target.path", "target.url", "cache.dir",
         ]);
         expect(keys.find((entry) => entry.key === "port")?.default).toEqual({ value: 4000 });
         expect(keys.find((entry) => entry.key === "hosts[i].host")).toMatchObject({ required: true, alwaysRequired: true });
@@ -99,11 +101,16 @@ describe("the check of a key table", () => {
     });
 
     it("fails a default that differs from the schema's, and a wrong word on what is required", () => {
-        const wrong = page.replace("| `port` | 4000 |", "| `port` | 8000 |").replace("| `mode` | `a` |", "| `mode` | required |").replace("| `hosts[i].host` | required |", "| `hosts[i].host` | none |");
+        const wrong = page
+            .replace("| `port` | 4000 |", "| `port` | 8000 |")
+            .replace("| `mode` | `a` |", "| `mode` | required |")
+            .replace("| `greeting` | `hello there` |", "| `greeting` | `hello` there |")
+            .replace("| `hosts[i].host` | required |", "| `hosts[i].host` | none |");
         expect(keyTableProblems(wrong, keys, "x")).toEqual([
             expect.stringMatching(/x:port: the default stated is "8000" .*the schema's is 4000/),
             expect.stringMatching(/x:mode: the default stated is "required"/),
             expect.stringMatching(/x:mode is said to be required/),
+            expect.stringMatching(/x:greeting: the default stated is "hello" .*the schema's is hello there/),
             expect.stringMatching(/x:hosts\[i\]\.host is required by the schema/),
         ]);
     });

@@ -167,9 +167,13 @@ export function keyRows(text: string): { rows: KeyRow[]; problems: string[] } {
     return { rows, problems };
 }
 
-/** The default a cell states: its text up to the first space, `;` or `,`, without code marks. */
+/**
+ * The default a cell states: the code span it starts with (`` `a b` ``, `` `[]` ``), else its text up
+ * to the first space, `;` or `,` (`21600 (6 h)`: 21600).
+ */
 function statedDefault(cell: string): string {
-    return cell.replace(/`/g, "").trim().split(/[\s;,]/)[0];
+    const code = /^`([^`]*)`/.exec(cell.trim());
+    return code ? code[1] : cell.trim().split(/[\s;,]/)[0];
 }
 
 /** Whether a default cell says the key is required outright ("required", "required;", not "required with ..."). */
