@@ -69,6 +69,6 @@ if [ "$(id -u)" = 0 ]; then
 elif sudo -n true 2>/dev/null; then
   printf '%s\n' "$program" | sudo -n bash -s
 else
-  echo "security.firewall needs root for iptables: $(id -un) is not root and may not use sudo without a password here (allow it, e.g. a line \"$(id -un) ALL=(root) NOPASSWD: ALL\" in /etc/sudoers.d/, or leave security.firewall off and keep the ports to the fabric with rules of your own: README, Security)" >&2
+  echo "security.firewall needs root for iptables: $(id -un) is not root and may not use sudo without a password here (allow it, e.g. a line \"$(id -un) ALL=(root) NOPASSWD: ALL\" in /etc/sudoers.d/, or leave security.firewall off and keep the ports to the fabric with rules of your own: docs/security.md)" >&2
   exit 1
 fi

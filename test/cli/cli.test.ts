@@ -7,9 +7,9 @@
  * executors.
  *
  * It needs what a regular Pulumi install has and the project's offline toolchain cannot build (see
- * README.md, "The Pulumi toolchain without a download"): `pulumi-language-nodejs`, and the resource
- * plugins `command` and `docker` at the versions the SDKs in node_modules declare. Where they are
- * missing (CI) the suite is skipped and says why.
+ * docs/toolchain.md): `pulumi-language-nodejs`, and the resource plugins `command` and `docker` at
+ * the versions the SDKs in node_modules declare. Where they are missing (CI) the suite is skipped
+ * and says why.
  *
  * Nothing is written into the repository but what Pulumi writes for a stack,
  * stacks/Pulumi.<stack>.yaml (Pulumi.yaml sets `stackConfigDir: stacks`), removed at the end; the

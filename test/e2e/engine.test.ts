@@ -68,14 +68,14 @@ describe("the Pulumi engine, offline", () => {
         expect(failure?.message).not.toMatch(/vllm-fleet:(node|ray|vllm):/);
     });
 
-    it("takes the README's timeline recipe: --event-log on the CLI (as the Automation API passes it), whose events the timeline reads", async () => {
+    it("takes the timeline recipe of docs/operations.md: --event-log on the CLI (as the Automation API passes it), whose events the timeline reads", async () => {
         const probe = (env: Record<string, string>) =>
             spawnSync("pulumi", ["up", "--event-log", path.join(workDir, "probe.jsonl"), "--stack", "none", "--non-interactive"], {
                 cwd: workDir,
                 env: { ...process.env, ...env },
                 encoding: "utf8",
             });
-        // The released CLI hides the flag unless PULUMI_DEBUG_COMMANDS is set, as the README says.
+        // The released CLI hides the flag unless PULUMI_DEBUG_COMMANDS is set, as docs/operations.md says.
         expect(probe({ PULUMI_DEBUG_COMMANDS: "" }).stderr).toContain("unknown flag: --event-log");
         expect(probe({ PULUMI_DEBUG_COMMANDS: "true" }).stderr).not.toContain("unknown flag");
         // The events of a real up, as `--event-log` writes them (the Automation API reads that file).

@@ -10,7 +10,7 @@
  *   `pulumi up`'s output.
  * - security.firewall (ray): Ray's ports refuse the management network and still serve the fabric;
  *   rules lost (a reboot) are put back by the next up; turned off, nothing of them is left.
- * Prints what listens where on each node (`ss -ltn`), for the README's table.
+ * Prints what listens where on each node (`ss -ltn`), for the table in docs/security.md.
  */
 import { execFile, execFileSync } from "child_process";
 import * as fs from "fs";

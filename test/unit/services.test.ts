@@ -23,7 +23,7 @@ function service(name: string, extra: Record<string, unknown> = {}): Record<stri
     return { name, image: { name: "nvcr.io/nvidia/vllm:25.11-py3" }, model: { path: `/models/${name}` }, ...extra };
 }
 
-/** The 3-service stack of the README: A (ray) on spark1-2, B (mp) on spark3-4, a small C (mp) beside A on spark1. */
+/** The 3-service stack of docs/services-and-gateway.md: A (ray) on spark1-2, B (mp) on spark3-4, a small C (mp) beside A on spark1. */
 const threeServices = [
     service("big", { nodes: ["spark2", "spark1"] }),
     service("coder", { nodes: ["spark3", "spark4"], executor: "mp", vllm: { port: 8001, masterPort: 29502, maxModelLen: 32768 } }),

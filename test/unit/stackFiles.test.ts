@@ -37,8 +37,13 @@ function stackValues(file: string): Record<string, unknown> {
 }
 
 describe("the stacks in stacks/", () => {
-    it("are the ones README names", () => {
+    it("are the ones docs/architecture.md names", () => {
         expect(stackFiles).toEqual(["Pulumi.sim.yaml", "Pulumi.spark-duo.yaml", "Pulumi.spark-quad.yaml", "Pulumi.spark-solo.yaml"]);
+    });
+
+    it("README.md shows spark-duo whole, as stacks/ has it", () => {
+        const readme = fs.readFileSync(path.join(ROOT, "README.md"), "utf8");
+        expect(readme).toContain("```yaml\n" + fs.readFileSync(path.join(STACKS_DIR, "Pulumi.spark-duo.yaml"), "utf8") + "```\n");
     });
 
     it.each(stackFiles)("%s parses and passes the program's config validation", (file) => {

@@ -8,7 +8,7 @@ import { z } from "zod";
 /** What a host check does when it fires: warn (the run goes on), refuse (nothing starts), or nothing. */
 export type HostCheckPolicy = "warn" | "refuse" | "off";
 
-/** The host checks and their defaults (README, Using it on real DGX Sparks). */
+/** The host checks and their defaults (docs/what-it-takes-care-of.md, "Host checks, on every run"). */
 export const HOST_CHECK_DEFAULTS = {
     /** The fabric interface's MTU (and its twin rail's) below 9000. */
     mtu: "warn",
