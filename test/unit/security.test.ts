@@ -52,14 +52,17 @@ describe("security settings: who may reach the client ports, and from which web 
         expect(parseFleetConfig({ ...withGateway, security: { firewall: true, servicePorts: "gateway" } }).security.servicePorts).toBe("gateway");
     });
 
-    it("warns at preview when the firewall lets everyone reach the client ports, and only then", () => {
+    it("warns at preview when everyone may reach the client ports (no firewall, or clients left at everyone), and only then", () => {
         const security = (value: object) => parseFleetConfig({ ...sparkDuo, security: value }).security;
         expect(clientPortsWarning(security({ firewall: true }), ["4000", "8000"])).toBe(
             "vllm-fleet:security.clients is 0.0.0.0/0: ports 4000 and 8000 accept connections from everyone (the API key is still required); set it to your clients' networks (CIDR blocks) to keep the others off",
         );
         expect(clientPortsWarning(security({ firewall: true }), ["8000"])).toContain("port 8000 accepts connections from everyone");
         expect(clientPortsWarning(security({ firewall: true, clients: ["10.1.230.0/24"] }), ["8000"])).toBeUndefined();
-        expect(clientPortsWarning(security({}), ["8000"])).toBeUndefined();
+        expect(clientPortsWarning(security({}), ["8000"])).toBe(
+            "vllm-fleet:security.firewall is off: port 8000 accepts connections from everyone (the API key is still required); set vllm-fleet:security.firewall true and vllm-fleet:security.clients to your clients' networks (CIDR blocks) to keep the others off",
+        );
+        expect(clientPortsWarning(security({}), [])).toBeUndefined();
     });
 });
 

@@ -85,14 +85,19 @@ export function securityIssues(security: SecurityConfig, hasGateway: boolean): C
 }
 
 /**
- * The preview's warning about the ports that face clients (`ports`, with the firewall on): when
- * `clients` lets everyone in, the firewall keeps only the internal ports to the fabric (the API key
- * is still required). None otherwise.
+ * The preview's warning about the ports that face clients (`ports`: the gateway's and the services'
+ * API ports) when everyone may open connections to them: without the firewall (nothing filters
+ * them), or with it and `clients` left at everyone. The API key is still required either way. None
+ * when `clients` names the networks and the firewall enforces them.
  */
 export function clientPortsWarning(security: SecurityConfig, ports: readonly string[]): string | undefined {
-    if (!security.firewall || !clientsAreEveryone(security.clients) || ports.length === 0) {
+    if ((security.firewall && !clientsAreEveryone(security.clients)) || ports.length === 0) {
         return undefined;
     }
     const named = ports.length === 1 ? `port ${ports[0]} accepts` : `ports ${ports.slice(0, -1).join(", ")} and ${ports[ports.length - 1]} accept`;
-    return `vllm-fleet:security.clients is ${security.clients.join(", ")}: ${named} connections from everyone (the API key is still required); set it to your clients' networks (CIDR blocks) to keep the others off`;
+    const fix = security.firewall
+        ? "set it to your clients' networks (CIDR blocks) to keep the others off"
+        : "set vllm-fleet:security.firewall true and vllm-fleet:security.clients to your clients' networks (CIDR blocks) to keep the others off";
+    const what = security.firewall ? `vllm-fleet:security.clients is ${security.clients.join(", ")}` : "vllm-fleet:security.firewall is off";
+    return `${what}: ${named} connections from everyone (the API key is still required); ${fix}`;
 }

@@ -56,11 +56,10 @@ export function planFirewalls(
     stack: string,
     revisions: Readonly<Record<string, string>>,
 ): FirewallPlan[] {
-    const { security, gateway } = config;
+    const { security } = config;
     if (!security.firewall) {
         return [];
     }
-    const unique = (values: readonly string[]) => [...new Set(values)];
     const behindGateway = security.servicePorts === "gateway";
     return config.nodes.map((node) => {
         const placed = services.filter((service) => service.nodes.some((own) => own.name === node.name));
@@ -70,11 +69,29 @@ export function planFirewalls(
             chain: firewallChain(stack),
             fabricSubnet: config.fabric.subnet,
             openPorts: [String(node.port)],
-            clientPorts: unique([...(gateway?.node === node.name ? [String(gateway.port)] : []), ...(behindGateway ? [] : apiPorts)]),
+            clientPorts: clientPorts(config, placed, node.name),
             clients: security.clients,
             closedPorts: unique([...(behindGateway ? apiPorts : []), ...placed.flatMap(closedPorts)]),
             marker: firewallMarker(stack),
             revision: revisions[node.name] ?? "",
         };
     });
+}
+
+const unique = (values: readonly string[]) => [...new Set(values)];
+
+/**
+ * The ports of `node` (of every node when omitted) that face clients: the gateway's on its node and
+ * the API port of each service placed there, unless `security.servicePorts: gateway` leaves clients
+ * the gateway only.
+ */
+export function clientPorts(
+    config: Pick<FleetConfig, "security" | "gateway">,
+    services: readonly Pick<FleetConfig, "nodes" | "vllm">[],
+    node?: string,
+): string[] {
+    const { gateway } = config;
+    const placed = node === undefined ? services : services.filter((service) => service.nodes.some((own) => own.name === node));
+    const apiPorts = config.security.servicePorts === "gateway" ? [] : placed.map((service) => String(service.vllm.port));
+    return unique([...(gateway !== undefined && (node === undefined || gateway.node === node) ? [String(gateway.port)] : []), ...apiPorts]);
 }

@@ -18,7 +18,7 @@ import { Reconciliation } from "../reconcile";
 import { preflight } from "../preflight";
 import { CachePlan, planCache } from "./cache";
 import { KeyCheckPlan, ServiceContext, mpRankSpec, planKeyCheck, rayContainerSpec, watchdogSpec } from "./containers";
-import { FirewallPlan, planFirewalls } from "./firewall";
+import { FirewallPlan, clientPorts, planFirewalls } from "./firewall";
 import { GatewayPlan, planGateway } from "./gateway";
 import { HostPrepPlan, planHostPrep } from "./hostPrep";
 import { NODE_LOCAL_ENV, transportHint, transportPolicy } from "./network";
@@ -231,7 +231,7 @@ export function planFleet(input: PlanInput): FleetPlan {
         stack,
         input.firewallRevisions,
     );
-    const openToAll = clientPortsWarning(config.security, [...new Set(firewalls.flatMap((rules) => rules.clientPorts))]);
+    const openToAll = clientPortsWarning(config.security, clientPorts(config, input.services.map((service) => service.config)));
     return {
         nodes,
         warnings: [...fabricWarnings(config, nodes), ...hostWarnings, ...[imageStoreWarning(input.nodes), openToAll].filter((warning): warning is string => warning !== undefined)],
