@@ -15,6 +15,7 @@ import { GatewayLevelSamples, gatewayCost } from "./gatewayCost";
 import { Measurements, RecordedUp, UpOperation } from "./rounds";
 import { OPERATION_LABELS } from "./targets";
 import { graphBoundOf, medianUp, upRecord } from "./writeReport";
+import { writeUpRecord } from "./redact";
 
 /** What one fleet's runs left. */
 export interface FleetRecord {
@@ -85,8 +86,7 @@ export function writeFleetReport(
             const svg = `timeline-${base}.svg`;
             fs.writeFileSync(path.join(options.outDir, svg), renderTimelineSvg(up.timeline, { title }));
             if (operation === "coldUp") {
-                fs.writeFileSync(path.join(options.outDir, `events-${base}.jsonl`), up.events.map((event) => JSON.stringify(event)).join("\n") + "\n");
-                fs.writeFileSync(path.join(options.outDir, `export-${base}.json`), JSON.stringify(up.exported, null, 2));
+                writeUpRecord(options.outDir, base, up);
             }
             const bound = operation === "coldUpParallel1" ? graphBoundOf(up) : undefined;
             timelines.push({

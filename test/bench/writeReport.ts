@@ -17,6 +17,7 @@ import { fabricTargets } from "./fabricTargets";
 import { renderMarkdown, UpTimeline } from "./report";
 import { Measurements, RecordedUp, UpOperation, parallelismFor } from "./rounds";
 import { Floor, OPERATION_LABELS, TargetResult, droppedTargets, evaluateTargets, median, mediansByNodes } from "./targets";
+import { writeUpRecord } from "./redact";
 
 /** How each up's files are named: timeline-<N>nodes<suffix>.svg. */
 const FILE_SUFFIX: Record<UpOperation, string> = { coldUp: "", coldUpParallel1: "-parallel1", upNoChange: "-noop", vllmChange: "-vllm-change" };
@@ -73,8 +74,7 @@ export function writeReport(options: BenchOptions, measurements: Measurements, s
             const base = `${nodes}nodes${FILE_SUFFIX[operation]}`;
             const svg = `timeline-${base}.svg`;
             fs.writeFileSync(path.join(options.outDir, svg), renderTimelineSvg(up.timeline, { title: `${titleOf(up)}, the median of ${options.runs}` }));
-            fs.writeFileSync(path.join(options.outDir, `events-${base}.jsonl`), up.events.map((event) => JSON.stringify(event)).join("\n") + "\n");
-            fs.writeFileSync(path.join(options.outDir, `export-${base}.json`), JSON.stringify(up.exported, null, 2));
+            writeUpRecord(options.outDir, base, up);
             timelines.push({
                 nodes,
                 run: up.run,
