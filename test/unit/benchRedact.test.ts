@@ -21,8 +21,9 @@ describe("the bench's records without the stack's secrets", () => {
         expect(exportSecrets(exported)).toEqual(["92d4980e1766a356c8e8", KEY_FILE]);
         const clean = redacted(exported, exportSecrets(exported));
         expect(JSON.stringify(clean)).not.toContain("92d4980e1766a356c8e8");
-        expect(clean.deployment.resources[0].outputs.apiKey).toEqual({ [SIG]: "1b47061264138c4ac30d75fd1eb44270", plaintext: JSON.stringify(REDACTED) });
-        expect(clean.deployment.resources[0].outputs.endpoint).toBe("http://10.0.0.1:8000/v1");
+        const outputs = (clean.deployment.resources[0] as { outputs: Record<string, unknown> }).outputs;
+        expect(outputs.apiKey).toEqual({ [SIG]: "1b47061264138c4ac30d75fd1eb44270", plaintext: JSON.stringify(REDACTED) });
+        expect(outputs.endpoint).toBe("http://10.0.0.1:8000/v1");
         // An event quotes the API key in a script and the key file with other line breaks.
         const events = [{ steps: { inputs: { script: "SECRET_ENV=('VLLM_API_KEY=92d4980e1766a356c8e8')", key: KEY_FILE.replace(/\n/g, "\r\n") } } }];
         const text = JSON.stringify(redacted(events, exportSecrets(exported)));

@@ -6,7 +6,7 @@ import * as fs from "fs";
 import * as os from "os";
 import * as path from "path";
 import * as pulumi from "@pulumi/pulumi";
-import { vi } from "vitest";
+import { afterAll, vi } from "vitest";
 import type { Observer } from "../../components/observer";
 import { parseObservation } from "../../infra/core/observe";
 import { FAKE_IMAGE_ID, FAKE_IMAGE_IDENTITY } from "./fakeDocker";
@@ -217,6 +217,18 @@ export function registeredBefore(error: unknown): string[] {
     return registered;
 }
 
+/** The cache directory {@link runProgram} made for the test file: removed after its tests. */
+let unitCache: string | undefined;
+afterAll(() => {
+    if (unitCache !== undefined) {
+        fs.rmSync(unitCache, { recursive: true, force: true });
+        if (process.env.XDG_CACHE_HOME === unitCache) {
+            delete process.env.XDG_CACHE_HOME;
+        }
+        unitCache = undefined;
+    }
+});
+
 /**
  * Runs infra/program.ts with `config` (keys without the `vllm-fleet:` prefix) and returns every
  * registered resource. `probe` gives each node's probe output by node name.
@@ -228,7 +240,10 @@ export async function runProgram(
     live: (node: string) => string = () => "",
 ): Promise<MockRun> {
     // The program writes each node's ssh files under the cache (components/ssh.ts): a private one here.
-    process.env.XDG_CACHE_HOME ??= fs.mkdtempSync(path.join(os.tmpdir(), "vllm-fleet-unit-cache-"));
+    if (process.env.XDG_CACHE_HOME === undefined) {
+        unitCache = fs.mkdtempSync(path.join(os.tmpdir(), "vllm-fleet-unit-cache-"));
+        process.env.XDG_CACHE_HOME = unitCache;
+    }
     const resources: RecordedResource[] = [];
     const inputsByName = new Map<string, Record<string, any>>();
     vi.resetModules();
