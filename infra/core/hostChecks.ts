@@ -11,7 +11,7 @@ import { FleetConfig, HostCheckName, HostCheckPolicy } from "./config";
 import { PreflightError } from "./errors";
 import { portSignature } from "./fabric";
 import { HcaFacts, NodeFacts } from "./facts";
-import { formatGiB, usableMemoryBytes } from "./fit";
+import { formatGiB } from "./fit";
 
 /** The MTU the fabric is expected to run (jumbo frames). */
 export const FABRIC_MTU = 9000;
@@ -123,32 +123,49 @@ function driverFindings(node: HostCheckNode): string[] {
     ).slice(0, 1);
 }
 
-function memoryFindings(node: HostCheckNode, settings: Settings): string[] {
+/**
+ * What vLLM asks for at its start on a unified-memory node, and the words that say so; undefined where
+ * the check does not apply: a GPU with memory of its own (not the host's), or a node where this
+ * stack's serving container already runs (the memory is its own).
+ */
+function unifiedMemoryAsk(node: HostCheckNode, settings: Settings): { need: number; takes: string } | undefined {
     const { facts } = node;
-    // Only unified memory (the GPU reports none of its own, GB10): a discrete GPU's memory is not the host's.
     if (node.servingAlive || facts.gpus.length === 0 || facts.gpus[0].memoryMiB !== undefined || facts.memTotalBytes === 0) {
-        return [];
+        return undefined;
     }
     const utilization = node.gpuMemoryUtilization ?? settings.vllm.gpuMemoryUtilization;
-    const need = usableMemoryBytes(facts, utilization);
+    // vLLM's own test at its start (v1/worker/utils.py request_memory; cpu_worker.py on its CPU build):
+    // that fraction of the device's WHOLE memory (on GB10 CUDA's total is MemTotal) must be free.
+    const need = Math.ceil(utilization * facts.memTotalBytes);
     const key = node.gpuMemoryUtilization === undefined ? "vllm-fleet:vllm.gpuMemoryUtilization" : "the services' gpu-memory-utilization together";
-    const takes = `the ${formatGiB(need)} the plan takes there (${key} ${utilization} × ${formatGiB(usableMemoryBytes(facts, 1))}, MemTotal less the OS's reserve)`;
-    if (facts.memAvailableBytes < need) {
-        return [
-            `MemAvailable is ${formatGiB(facts.memAvailableBytes)}, below ${takes}; expected that much available before vLLM loads: on unified memory what other processes hold is gone for the GPU, ` +
-                `so vLLM refuses to start ("Free memory on device ... is less than desired GPU memory utilization") or the load runs into the OOM killer; ` +
-                `stop what holds the memory there, or lower vllm-fleet:vllm.gpuMemoryUtilization`,
-        ];
+    return { need, takes: `the ${formatGiB(need)} vLLM asks for at its start (${key} ${utilization} × MemTotal ${formatGiB(facts.memTotalBytes)})` };
+}
+
+function memoryFindings(node: HostCheckNode, settings: Settings): string[] {
+    const ask = unifiedMemoryAsk(node, settings);
+    const { memAvailableBytes, memTotalBytes } = node.facts;
+    if (ask === undefined || memAvailableBytes >= ask.need) {
+        return [];
     }
-    const free = facts.memFreeBytes;
-    const cached = facts.cachedBytes ?? 0;
-    if (!settings.hostPrep.dropCaches && free !== undefined && free < need && cached > 0) {
-        return [
-            `the page cache holds ${formatGiB(cached)} and ${formatGiB(free)} are free, below ${takes}; expected that much free before vLLM loads: on GB10's unified memory CUDA's free memory leaves out the page cache ` +
-                `the kernel could reclaim, so vLLM may find too little at start; NVIDIA's DGX Spark playbook drops the caches before a load: set vllm-fleet:hostPrep.dropCaches to true (the drop before the serving containers start)`,
-        ];
+    const fits = Math.floor((memAvailableBytes / memTotalBytes) * 100) / 100;
+    return [
+        `MemAvailable is ${formatGiB(memAvailableBytes)}, below ${ask.takes}; expected that much available before vLLM loads: on unified memory what other processes hold is gone for the GPU, ` +
+            `so vLLM refuses to start ("Free memory on device (...) on startup is less than desired GPU memory utilization"; its CPU build: "Available memory on node ...") or the load runs into the OOM killer; ` +
+            `stop what holds the memory there, or lower vllm-fleet:vllm.gpuMemoryUtilization${fits > 0 ? ` (at most ${fits} fits what is available now)` : ""}`,
+    ];
+}
+
+function pageCacheFindings(node: HostCheckNode, settings: Settings): string[] {
+    const ask = unifiedMemoryAsk(node, settings);
+    const { memAvailableBytes, memFreeBytes, cachedBytes } = node.facts;
+    // Below MemAvailable the memory check speaks; with the caches dropped before the start, nothing to say.
+    if (ask === undefined || memAvailableBytes < ask.need || settings.hostPrep.dropCaches || memFreeBytes === undefined || memFreeBytes >= ask.need || !cachedBytes) {
+        return [];
     }
-    return [];
+    return [
+        `the page cache holds ${formatGiB(cachedBytes)} and ${formatGiB(memFreeBytes)} are free, below ${ask.takes}; expected that much free before vLLM loads: on GB10's unified memory CUDA's free memory leaves out the page cache ` +
+            `the kernel could reclaim, so vLLM may find too little at start; NVIDIA's DGX Spark playbook drops the caches before a load: set vllm-fleet:hostPrep.dropCaches to true (the drop before the serving containers start)`,
+    ];
 }
 
 function oomGuardFindings(node: HostCheckNode): string[] {
@@ -168,6 +185,7 @@ const CHECKS: readonly [HostCheckName, (node: HostCheckNode, settings: Settings)
     ["rails", railFindings],
     ["driver", driverFindings],
     ["memory", memoryFindings],
+    ["pageCache", pageCacheFindings],
     ["oomGuard", oomGuardFindings],
 ];
 

@@ -43,7 +43,7 @@ export function pairFleet(nodes: number, modelDir: string): FleetSpec {
         executor: pair === 0 ? "ray" : "mp",
         parallelism: { tensor: 2 },
         model: { path: modelDir, servedName: `tiny-moe-pair${pair + 1}` },
-        vllm: { port: 8000, maxModelLen: 4096 },
+        vllm: { port: 8000, maxModelLen: 4096, gpuMemoryUtilization: 0.3 },
     }));
     return {
         id: `fleet${nodes}`,
@@ -66,9 +66,9 @@ export function issue23Fleet(modelDir: string): FleetSpec {
         title: "issue 23: 4 nodes, 3 services (A ray TP 2 on spark1-2, B mp TP 2 on spark3-4, C mp TP 1 on spark1) and the gateway on spark3",
         nodes: 4,
         services: [
-            { name: "a", nodes: ["spark1", "spark2"], executor: "ray", parallelism: { tensor: 2 }, model: model("a-moe"), vllm: { port: 8000, maxModelLen: 4096, gpuMemoryUtilization: 0.6 } },
-            { name: "b", nodes: ["spark3", "spark4"], executor: "mp", parallelism: { tensor: 2 }, model: model("b-moe"), vllm: { port: 8001, maxModelLen: 4096 } },
-            { name: "c", nodes: ["spark1"], executor: "mp", parallelism: { tensor: 1 }, model: model("c-moe"), vllm: { port: 8002, maxModelLen: 2048, masterPort: 29502 } },
+            { name: "a", nodes: ["spark1", "spark2"], executor: "ray", parallelism: { tensor: 2 }, model: model("a-moe"), vllm: { port: 8000, maxModelLen: 4096, gpuMemoryUtilization: 0.3 } },
+            { name: "b", nodes: ["spark3", "spark4"], executor: "mp", parallelism: { tensor: 2 }, model: model("b-moe"), vllm: { port: 8001, maxModelLen: 4096, gpuMemoryUtilization: 0.4 } },
+            { name: "c", nodes: ["spark1"], executor: "mp", parallelism: { tensor: 1 }, model: model("c-moe"), vllm: { port: 8002, maxModelLen: 2048, masterPort: 29502, gpuMemoryUtilization: 0.2 } },
         ],
         kind: "issue23",
         gateway: { node: "spark3", port: 4000 },

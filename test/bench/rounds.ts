@@ -22,7 +22,7 @@ const MODEL_DIR = "/home/spark/models/tiny-moe";
 /** The attention heads of the model putTinyModel writes. */
 const TINY_MODEL_ATTENTION_HEADS = 6;
 const BASE_VLLM = { port: 8000, maxModelLen: 4096 };
-const CHANGED_VLLM = { port: 8000, maxModelLen: 2048 };
+const CHANGED_VLLM = { port: 8000, maxModelLen: 2048, gpuMemoryUtilization: 0.3 };
 
 /** One simulated cluster with its stack in a temporary workspace. */
 export interface Deployment {

@@ -30,7 +30,7 @@ function servingContainerName(executor: "ray" | "mp", nodeName: string, index: n
     return executor === "ray" ? `ray-${nodeName}-ray-${index === 0 ? "head" : "worker"}` : `vllm-${nodeName}-rank${index}`;
 }
 import { findProjectRoot } from "../../infra/core/project";
-import { SimCluster, complete, onNode, putTinyModel, simStackConfig, simUp, tearDown, timer } from "../e2e/simCluster";
+import { SIM_VLLM, SimCluster, complete, onNode, putTinyModel, simStackConfig, simUp, tearDown, timer } from "../e2e/simCluster";
 
 const REPO_ROOT = findProjectRoot(__dirname);
 const MODEL_DIR = "/home/spark/models/tiny-moe";
@@ -217,7 +217,7 @@ describe.skipIf(missing !== undefined).each([
 
     it("applies a vLLM-only change (maxModelLen 2048) and serves with it", async () => {
         const before = servingIds();
-        await stack!.setConfig("vllm-fleet:vllm", { value: JSON.stringify({ port: 8000, maxModelLen: 2048 }) });
+        await stack!.setConfig("vllm-fleet:vllm", { value: JSON.stringify({ ...SIM_VLLM, maxModelLen: 2048 }) });
         const events: { op: string; name: string }[] = [];
         const preview = await stack!.preview({
             onEvent: (event: EngineEvent) => {

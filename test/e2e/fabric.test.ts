@@ -12,7 +12,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Stack } from "@pulumi/pulumi/automation";
-import { SimCluster, complete, failureOf, onNode, simDeployment, tearDown } from "./simCluster";
+import { SIM_VLLM, SimCluster, complete, failureOf, onNode, simDeployment, tearDown } from "./simCluster";
 
 /** Every container of the stack on every node (none after a refusal). */
 function stackContainers(cluster: SimCluster, stack: string): string[] {
@@ -136,7 +136,7 @@ describe("a node without RDMA device nodes, and serve arguments the image's vLLM
     ];
 
     it.each(refused)("refuses %s before any container starts, with vLLM's message and the key", async (_what, vllm, message) => {
-        await stack.setConfig("vllm-fleet:vllm", { value: JSON.stringify({ port: 8000, maxModelLen: 4096, ...vllm }) });
+        await stack.setConfig("vllm-fleet:vllm", { value: JSON.stringify({ ...SIM_VLLM, ...vllm }) });
         const failure = await failureOf(stack.up());
         expect(failure).toMatch(/the vLLM in \S+ refuses the serve arguments/);
         expect(failure).toMatch(message);

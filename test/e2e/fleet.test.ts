@@ -34,13 +34,13 @@ import { SimCluster, complete, onNode, simDeployment, tearDown } from "./simClus
 import { TINY_MODEL_DIR } from "./simCluster";
 
 const model = (servedName: string) => ({ path: TINY_MODEL_DIR, servedName });
-const BIG = { name: "big", nodes: ["spark1", "spark2"], executor: "ray", parallelism: { tensor: 2 }, model: model("big-moe"), vllm: { port: 8000, maxModelLen: 4096, gpuMemoryUtilization: 0.6 } };
+const BIG = { name: "big", nodes: ["spark1", "spark2"], executor: "ray", parallelism: { tensor: 2 }, model: model("big-moe"), vllm: { port: 8000, maxModelLen: 4096, gpuMemoryUtilization: 0.3 } };
 const CODER = { name: "coder", nodes: ["spark3", "spark4"], executor: "mp", parallelism: { tensor: 2 }, model: model("coder-moe"), vllm: { port: 8001, maxModelLen: 4096, gpuMemoryUtilization: 0.4 } };
 /** coder's model name on another service beside it: another port, 0.4 + 0.4 of the nodes: blue/green. */
 const CODER2 = { ...CODER, name: "coder2", vllm: { port: 8003, masterPort: 29503, maxModelLen: 2048, gpuMemoryUtilization: 0.4 } };
 /** The same name again, on coder2's very ports: no room beside it, so coder2 stops first. */
 const CODER3 = { ...CODER2, name: "coder3" };
-const SMALL = { name: "small", nodes: ["spark1"], executor: "mp", parallelism: { tensor: 1 }, model: model("small-moe"), vllm: { port: 8002, maxModelLen: 2048, masterPort: 29502 } };
+const SMALL = { name: "small", nodes: ["spark1"], executor: "mp", parallelism: { tensor: 1 }, model: model("small-moe"), vllm: { port: 8002, maxModelLen: 2048, masterPort: 29502, gpuMemoryUtilization: 0.2 } };
 
 /** Every container of the stack, name -> id, on every node (`spark1/vllm-fleet-big-ray`). */
 function containerIds(cluster: SimCluster, stack: string): Record<string, string> {

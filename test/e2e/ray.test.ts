@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Stack } from "@pulumi/pulumi/automation";
 import { openStack } from "../automation";
 import { RAY_CONTAINER } from "../../infra/core/names";
-import { SimCluster, TINY_MODEL_DIR as MODEL_DIR, complete, onNode, simDeployment, simStackConfig, tearDown, timer } from "./simCluster";
+import { SIM_VLLM, SimCluster, TINY_MODEL_DIR as MODEL_DIR, complete, onNode, simDeployment, simStackConfig, tearDown, timer } from "./simCluster";
 const timings: Record<string, number> = {};
 const timed = timer(timings);
 
@@ -101,7 +101,7 @@ describe("Ray backend on 2 simulated Sparks (the head on the containerd image st
         const before = containerIds(cluster);
         const watchdogId = () => onNode(cluster.nodes[0], "docker inspect --format '{{.Id}}' vllm-fleet-watchdog").trim();
         const watchdogBefore = watchdogId();
-        await stack.setConfig("vllm-fleet:vllm", { value: JSON.stringify({ port: 8000, maxModelLen: 2048 }) });
+        await stack.setConfig("vllm-fleet:vllm", { value: JSON.stringify({ ...SIM_VLLM, maxModelLen: 2048 }) });
         const preview = await stack.preview();
         // vllm serve restarts in place after the image's vLLM checked its new arguments; each
         // node's fabric check runs again once vLLM serves again. The watchdog, which takes the
@@ -136,7 +136,7 @@ describe("Ray backend on 2 simulated Sparks (the head on the containerd image st
         const paceFile = "/tmp/vllm-sim-start-seconds";
         onNode(cluster.nodes[0], `docker exec ${RAY_CONTAINER} sh -c 'echo 24 > ${paceFile}'`);
         try {
-            await stack.setConfig("vllm-fleet:vllm", { value: JSON.stringify({ port: 8000, maxModelLen: 3072 }) });
+            await stack.setConfig("vllm-fleet:vllm", { value: JSON.stringify({ ...SIM_VLLM, maxModelLen: 3072 }) });
             let output = "";
             const up = await timed(`${nodes}-slow-start`, () => stack.up({ onOutput: (text) => (output += text) }));
             expect(up.summary.result).toBe("succeeded");

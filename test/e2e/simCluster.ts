@@ -154,6 +154,13 @@ export function putTinyModel(cluster: SimCluster, dir: string): void {
     }
 }
 
+/**
+ * `vllm-fleet:vllm` of the proving ground's stacks. Every simulated Spark reports the host's memory
+ * as its own (MemTotal), and they share it: at vLLM's default 0.9 the memory host check (vLLM's own
+ * test at its start: that fraction of MemTotal free) refuses the stack, as real vLLM would.
+ */
+export const SIM_VLLM = { port: 8000, maxModelLen: 4096, gpuMemoryUtilization: 0.3 };
+
 /** Stack config for a simulated cluster (keys with the `vllm-fleet:` prefix). */
 export function simStackConfig(cluster: SimCluster, modelDir: string, extra: Record<string, unknown> = {}): ConfigMap {
     const values: Record<string, unknown> = {
@@ -169,7 +176,7 @@ export function simStackConfig(cluster: SimCluster, modelDir: string, extra: Rec
         containerDriver: "ssh",
         commandRunner: "builtin",
         model: { path: modelDir, servedName: "tiny-moe" },
-        vllm: { port: 8000, maxModelLen: 4096 },
+        vllm: SIM_VLLM,
         // A host whose hard memlock limit is 8 MiB cannot raise it without CAP_SYS_RESOURCE.
         container: { memlockBytes: 8 * 1024 * 1024 },
         timeouts: { sshConnectSeconds: 10, rayReadySeconds: 180, vllmReadySeconds: 300 },

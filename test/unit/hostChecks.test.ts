@@ -96,22 +96,22 @@ describe("each check fires on a node set up to trip it, naming node, finding, ex
     });
 
     it("memory: MemAvailable below what the plan takes (gpu-memory-utilization × memory)", () => {
-        // 60 GiB available; the plan takes 0.9 × (118.8 − 8) GiB = 99.7 GiB.
+        // 60 GiB available; vLLM asks for 0.9 × 118.8 GiB (MemTotal) = 106.9 GiB at its start.
         const findings = hostChecks(defaults, [node("spark1", { meminfo: meminfo({ MemAvailable: 60 * 1024 ** 2, MemFree: 50 * 1024 ** 2 }) })]);
         expect(findings.map((finding) => finding.check)).toEqual(["memory"]);
         expect(findings[0].message).toMatch(
-            /^host check memory: node spark1: MemAvailable is 60\.0 GiB, below the 99\.7 GiB the plan takes there \(vllm-fleet:vllm\.gpuMemoryUtilization 0\.9 × 110\.8 GiB, MemTotal less the OS's reserve\); expected that much available .*Free memory on device.*vllm-fleet:vllm\.gpuMemoryUtilization; or set vllm-fleet:hostChecks\.memory to off$/,
+            /^host check memory: node spark1: MemAvailable is 60\.0 GiB, below the 106\.9 GiB vLLM asks for at its start \(vllm-fleet:vllm\.gpuMemoryUtilization 0\.9 × MemTotal 118\.8 GiB\); expected that much available .*Free memory on device.*Available memory on node.*vllm-fleet:vllm\.gpuMemoryUtilization \(at most 0\.5 fits what is available now\); or set vllm-fleet:hostChecks\.memory to warn or off$/,
         );
-        // A lower gpu-memory-utilization takes less: 0.5 × 110.8 = 55.4 GiB fits in 60.
-        expect(hostChecks(withKeys({ vllm: { gpuMemoryUtilization: 0.5 } }), [node("spark1", { meminfo: meminfo({ MemAvailable: 60 * 1024 ** 2, MemFree: 58 * 1024 ** 2 }) })])).toEqual([]);
+        // A lower gpu-memory-utilization takes less: 0.5 × 118.8 = 59.4 GiB fits in 60.
+        expect(hostChecks(withKeys({ vllm: { gpuMemoryUtilization: 0.5 } }), [node("spark1", { meminfo: meminfo({ MemAvailable: 60 * 1024 ** 2, MemFree: 59.5 * 1024 ** 2 }) })])).toEqual([]);
     });
 
     it("memory: the page cache holding what the plan needs, until hostPrep.dropCaches drops it", () => {
         const cached = { meminfo: meminfo({ MemFree: 3 * 1024 ** 2, Cached: 105 * 1024 ** 2, MemAvailable: 110 * 1024 ** 2 }) };
         const findings = hostChecks(defaults, [node("spark1", cached)]);
-        expect(findings.map((finding) => finding.check)).toEqual(["memory"]);
+        expect(findings.map((finding) => finding.check)).toEqual(["pageCache"]);
         expect(findings[0].message).toMatch(
-            /^host check memory: node spark1: the page cache holds 105\.0 GiB and 3\.0 GiB are free, below the 99\.7 GiB the plan takes there .*set vllm-fleet:hostPrep\.dropCaches to true.*; or set vllm-fleet:hostChecks\.memory to off$/,
+            /^host check pageCache: node spark1: the page cache holds 105\.0 GiB and 3\.0 GiB are free, below the 106\.9 GiB vLLM asks for at its start .*set vllm-fleet:hostPrep\.dropCaches to true.*; or set vllm-fleet:hostChecks\.pageCache to off$/,
         );
         expect(hostChecks(withKeys({ hostPrep: { dropCaches: true } }), [node("spark1", cached)])).toEqual([]);
     });
@@ -179,8 +179,8 @@ describe("on the proving ground's stand-in nvidia-smi (test/sim/node/nvidia-smi)
 });
 
 describe("the keys", () => {
-    it("default to warn, but refuse for a known-bad driver; hostPrep is off", () => {
-        expect(defaults.hostChecks).toEqual({ mtu: "warn", rails: "warn", driver: "refuse", memory: "warn", oomGuard: "warn" });
+    it("default to warn, but refuse for a known-bad driver and for memory vLLM would refuse; hostPrep is off", () => {
+        expect(defaults.hostChecks).toEqual({ mtu: "warn", rails: "warn", driver: "refuse", memory: "refuse", pageCache: "warn", oomGuard: "warn" });
         expect(defaults.hostPrep).toEqual({ dropCaches: false });
         expect(withKeys({ hostChecks: { rails: "off" }, hostPrep: { dropCaches: true } })).toMatchObject({
             hostChecks: { mtu: "warn", rails: "off", driver: "refuse" },
@@ -251,7 +251,7 @@ describe("the program (mocks)", () => {
                 warned.push(String(message));
             });
             try {
-                await runProgram(duo, low, undefined, live);
+                await runProgram({ ...duo, hostChecks: { memory: "warn" } }, low, undefined, live);
             } finally {
                 spy.mockRestore();
             }
@@ -260,5 +260,8 @@ describe("the program (mocks)", () => {
         expect(await memoryWarnings()).toEqual(["spark1", "spark2"]);
         const deployed = await runProgram(duo, (name) => sparkProbeOutput(...ips[name]));
         expect(await memoryWarnings(liveAfter(deployed))).toEqual([]);
+        // By default the check refuses what vLLM itself would refuse: before any container, naming the fit.
+        await expect(runProgram(duo, low)).rejects.toThrow(/host check memory: node spark1: MemAvailable is 20\.0 GiB.*at most 0\.16 fits/);
+        await expect(runProgram(duo, low, undefined, liveAfter(deployed))).resolves.toBeDefined();
     });
 });

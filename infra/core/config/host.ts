@@ -16,8 +16,13 @@ export const HOST_CHECK_DEFAULTS = {
     rails: "warn",
     /** A driver known bad for the node's GPU (590.x on GB10). */
     driver: "refuse",
-    /** MemAvailable, or free memory beside the page cache, below what the plan takes on a unified-memory node. */
-    memory: "warn",
+    /**
+     * MemAvailable below what vLLM asks for at its start on a unified-memory node (gpu-memory-utilization
+     * × MemTotal): vLLM refuses to start then, so the stack does at preview.
+     */
+    memory: "refuse",
+    /** Free memory below that while the page cache holds the rest (GB10's CUDA leaves the cache out of its free memory). */
+    pageCache: "warn",
     /** Neither a userspace OOM killer (earlyoom, systemd-oomd, nohang) nor swap. */
     oomGuard: "warn",
 } as const satisfies Record<string, HostCheckPolicy>;
@@ -32,6 +37,7 @@ export const hostChecksSchema = z
         rails: policy("rails"),
         driver: policy("driver"),
         memory: policy("memory"),
+        pageCache: policy("pageCache"),
         oomGuard: policy("oomGuard"),
     })
     .default(HOST_CHECK_DEFAULTS);
