@@ -27,21 +27,22 @@ export interface ArgsCheckReport {
     readonly reason?: string;
     /** Absent when the check could not read them (the check of an older vllm-fleet, a Python that did not start). */
     readonly versions?: ImageVersions;
-    /** The image's own PYTHONPATH ("" when it sets none, or the check of an older vllm-fleet did not say). */
-    readonly imagePythonPath: string;
 }
 
 /** Parses the standard output of vllm-args-check.sh (a refusal fails the command: no output to parse). */
 export function parseArgsCheck(stdout: string): ArgsCheckReport {
     const unchecked = /^unchecked: (.*)$/m.exec(stdout);
     const versions = /^versions vllm=(\S+) ray=(\S+)$/m.exec(stdout);
-    const pythonPath = /^pythonpath ?(.*)$/m.exec(stdout);
     return {
         verdict: unchecked ? "unchecked" : "accepted",
         ...(unchecked ? { reason: unchecked[1] } : {}),
         ...(versions ? { versions: { vllm: versions[1], ray: versions[2] } } : {}),
-        imagePythonPath: pythonPath ? pythonPath[1].trim() : "",
     };
+}
+
+/** The image's own PYTHONPATH from what image_pythonpath (image-identity.sh) printed ("" when it sets none). */
+export function parseImagePythonPath(stdout: string): string {
+    return /^pythonpath ?(.*)$/m.exec(stdout)?.[1].trim() ?? "";
 }
 
 export interface ServeArgsCheckArgs {
@@ -63,7 +64,7 @@ export class ServeArgsCheck extends pulumi.ComponentResource {
     public readonly check: pulumi.Resource;
     /** The image's vLLM and Ray versions (undefined when the check could not read them). */
     public readonly versions: pulumi.Output<ImageVersions | undefined>;
-    /** The image's own PYTHONPATH ("" without one): what the key check's directory goes before. */
+    /** The image's own PYTHONPATH ("" without one): what the key check's directory goes before (image_pythonpath, image-identity.sh). */
     public readonly imagePythonPath: pulumi.Output<string>;
 
     constructor(name: string, args: ServeArgsCheckArgs, opts?: pulumi.ComponentResourceOptions) {
@@ -95,7 +96,20 @@ export class ServeArgsCheck extends pulumi.ComponentResource {
         });
         this.check = command.resource;
         this.versions = report.apply((found) => found.versions);
-        this.imagePythonPath = report.apply((found) => found.imagePythonPath);
+        // A step of its own, run again only when the image changes: a change of the serve arguments
+        // leaves it, so preview knows the serving containers' PYTHONPATH is the same, and a change of
+        // max-model-len does not show (nor make) a new Ray head.
+        const pythonPath = hostCommand(
+            args.runner,
+            `${name}-pythonpath`,
+            {
+                connection: args.node.connection,
+                create: pulumi.output(args.check).apply((check) => `${scriptProgram("image-identity", { IMAGE: check.image })}\nimage_pythonpath "$IMAGE"`),
+                triggers: [args.imageIdentity],
+            },
+            { parent: this },
+        );
+        this.imagePythonPath = pythonPath.stdout.apply(parseImagePythonPath);
         this.registerOutputs({ versions: this.versions, imagePythonPath: this.imagePythonPath });
     }
 }

@@ -26,6 +26,8 @@
 #                          `repo-digest <name@sha256:...>` per registry digest the node knows, or
 #                          nothing when the image is not here (the probe's `image` section:
 #                          infra/core/facts.ts parseImageFacts).
+#   image_pythonpath IMAGE prints `pythonpath <the image's own PYTHONPATH>` (empty when it sets none):
+#                          its config's environment, not a container's, whose may hold vllm-fleet's.
 # bash and the docker CLI only (and sha256sum).
 set -euo pipefail
 
@@ -66,6 +68,10 @@ image_facts() {
   identity="$(image_identity "$1" 2>/dev/null)" || return 0
   echo "identity $identity"
   docker image inspect --format '{{printf "id %s\n" .Id}}{{range .RepoDigests}}{{printf "repo-digest %s\n" .}}{{end}}' "$1" 2>/dev/null | grep . || true
+}
+
+image_pythonpath() {
+  echo "pythonpath $(docker image inspect --format '{{range .Config.Env}}{{println .}}{{end}}' "$1" 2>/dev/null | sed -n 's/^PYTHONPATH=//p' | tail -n 1)"
 }
 
 # The node's image store, for the facts: Docker's storage driver, then its status pairs one a line

@@ -4,8 +4,7 @@
 # checks before it serves: the pre-start checks of `vllm serve`'s command, the parser names (after
 # the parser plugins are loaded), Ray for the ray executor. Read-only. A refusal quotes vLLM's
 # message and names the config keys behind the flags it mentions.
-# Prints `versions vllm=<version> ray=<version|none>` (as installed in the image), `pythonpath
-# <the image's own PYTHONPATH, may be empty>` (what the key check's directory goes before), then `accepted`,
+# Prints `versions vllm=<version> ray=<version|none>` (as installed in the image), then `accepted`,
 # or `unchecked: <why>` (this vLLM cannot judge here: exit 0, the program warns); a refusal fails.
 # No platform is forced. On a Spark the check's container has the GPUs (--gpus all), and a CPU build
 # of vLLM picks its CPU platform by itself (a `+cpu` version; from 0.33 also VLLM_TARGET_DEVICE=cpu
@@ -181,8 +180,6 @@ if [ -n "$CONTAINER" ] && serving="$(docker inspect --type container --format '{
 else
   output="$(check_with "${throwaway[@]}")" || status=$?
 fi
-# The image's own PYTHONPATH (its config's environment, not a container's, whose may hold vllm-fleet's).
-echo "pythonpath $(docker image inspect --format '{{range .Config.Env}}{{println .}}{{end}}' "$IMAGE" 2>/dev/null | sed -n 's/^PYTHONPATH=//p' | tail -n 1)"
 # The versions of the image's vLLM and Ray, whatever the verdict: `versions vllm=<v> ray=<v|none>`.
 versions="$(printf '%s\n' "$output" | sed -n 's/^vllm-fleet: versions //p' | head -n 1)"
 if [ -n "$versions" ]; then

@@ -42,7 +42,7 @@ describe("image-identity.sh against Docker's two image stores (a stand-in daemon
         "other-platform/vllm:26.01": fixture("docker-image-inspect-containerd-other-platform.json")[0],
     };
     const changed = JSON.parse(JSON.stringify(inspects["classic/vllm:26.01"]));
-    changed.Config.Env = [...changed.Config.Env, "VLLM_USE_V1=1"];
+    changed.Config.Env = [...changed.Config.Env, "VLLM_USE_V1=1", "PYTHONPATH=/opt/extra:/opt/more"];
     inspects["changed/vllm:26.01"] = changed;
     const relayered = JSON.parse(JSON.stringify(inspects["classic/vllm:26.01"]));
     relayered.RootFS.Layers = [...relayered.RootFS.Layers].reverse();
@@ -135,6 +135,12 @@ describe("image-identity.sh against Docker's two image stores (a stand-in daemon
         expect(otherPlatform.stderr).toContain("image vllm:26.01 on this node has no layers for this node's platform");
         // The probe's section is then empty: the image counts as not there.
         expect((await identityScript("image_facts", ["vllm:26.01"], await daemonFor("other-platform"))).stdout).toBe("");
+    });
+
+    it("reads the image's own PYTHONPATH from its config (empty when it sets none, or the image is not there)", async () => {
+        expect((await identityScript("image_pythonpath", ["vllm:26.01"], await daemonFor("changed"))).stdout).toBe("pythonpath /opt/extra:/opt/more\n");
+        expect((await identityScript("image_pythonpath", ["vllm:26.01"], await daemonFor("classic"))).stdout).toBe("pythonpath \n");
+        expect((await identityScript("image_pythonpath", ["vllm:nope"], await daemonFor("classic"))).stdout).toBe("pythonpath \n");
     });
 
     it("reads each node's image store from docker info", async () => {

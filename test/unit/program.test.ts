@@ -115,6 +115,7 @@ describe("the program's graph (mocks)", async () => {
             "vllm-fabric-spark1": "vllm",
             "vllm-fabric-spark2": "vllm",
             "vllm-args-check": "vllm-args-check",
+            "vllm-args-check-pythonpath": "vllm-args-check",
             "spark1-compile-cache": "spark1-compile-cache",
             "spark2-compile-cache": "spark2-compile-cache",
         });
@@ -322,7 +323,7 @@ describe("the pulumi-command runner", async () => {
 
     it("uses remote.Command with a short dial limit and no previous output in the environment", () => {
         const commands = run.resources.filter((r) => r.type === "command:remote:Command");
-        expect(commands).toHaveLength(12);
+        expect(commands).toHaveLength(13);
         for (const resource of commands) {
             expect(resource.inputs.addPreviousOutputInEnv).toBe(false);
             expect(unsecret(resource.inputs.connection)).toMatchObject({ user: "aurora", port: 22, dialErrorLimit: 3, perDialTimeout: 20 });

@@ -105,9 +105,10 @@ describe("remote.Command keeps what the program sends", async () => {
     });
 
     it("runs short command lines; the programs travel on standard input", () => {
-        // join waits, the gate, vllm serve, the check of its arguments, the fabric check per node,
-        // a remove-first step per Docker container, and the compile cache's step per node.
-        expect(commands.length).toBe(11);
+        // join waits, the gate, vllm serve, the check of its arguments and the read of the image's
+        // PYTHONPATH, the fabric check per node, a remove-first step per Docker container, and the
+        // compile cache's step per node.
+        expect(commands.length).toBe(12);
         for (const resource of commands) {
             const inputs = unsecret(resource.inputs);
             expect(inputs.create).toBe(runFromStdin("create"));

@@ -295,7 +295,7 @@ describe("vllm-fleet's argument check against the stand-in as each release", () 
     it.each(RELEASES)("%s: the versions, spark-duo's flags accepted, --swap-space and --disable-log-requests as that release judges them", (release) => {
         const accepted = check(release, []);
         expect(accepted.stderr).toBe("");
-        expect(accepted.stdout).toBe(`pythonpath \nversions vllm=${release}+vllm-fleet-standin ray=none\naccepted\n`);
+        expect(accepted.stdout).toBe(`versions vllm=${release}+vllm-fleet-standin ray=none\naccepted\n`);
         const swapSpace = check(release, ["--swap-space", "4"]);
         const disableLogRequests = check(release, ["--disable-log-requests"]);
         if (release === "0.17.1") {
