@@ -630,8 +630,17 @@ describe("preflight, and the image copy node to node over the fabric, on 3 simul
             .split("\n")
             .filter((ref) => ref !== "" && bottom(ref) === imageBottom);
         expect(sharing.filter((ref) => ref.startsWith(`${cluster.registry}/vllm-fleet/workload`) && ref !== image && ref !== index.pinned)).not.toEqual([]);
-        // Done as it says: those removed, the pull again fetches every blob.
-        onNode(containerd, `docker image rm --force ${sharing.join(" ")} >/dev/null && docker pull --quiet ${index.pinned} >/dev/null && docker tag ${index.pinned} ${image}`);
+        // Done as it says: those removed, the pull again fetches every blob. containerd collects the
+        // removed images' content and snapshots in the background: a pull that comes first still
+        // finds the layer unpacked and is unlisted again, so the pull is repeated (after a removal of
+        // what it pulled) until Docker lists it, as a user would.
+        onNode(containerd, `docker image rm --force ${sharing.join(" ")} >/dev/null`);
+        onNode(
+            containerd,
+            `for try in $(seq 10); do docker pull --quiet ${index.pinned} >/dev/null && docker tag ${index.pinned} ${image} && ` +
+                `if docker image ls --all --quiet --no-trunc | grep -qx '${index.indexDigest}'; then exit 0; fi; ` +
+                `docker image rm --force ${index.pinned} ${image} >/dev/null; sleep 2; done; exit 1`,
+        );
         expect(onNode(containerd, "docker image ls --all --quiet --no-trunc")).toContain(index.indexDigest);
         const up = await stack.up();
         expect(up.summary.result).toBe("succeeded");
