@@ -14,6 +14,10 @@
 
 readonly SIM_IMAGE_REAL_REPO="vllm-fleet-sim/workload-real"
 readonly SIM_REAL_MODELS_DIR="/models"
+# Beyond the workload image's packages, what vLLM's CPU platform needs at serve time: libnuma
+# (vllm/_C links it; without it every kernel op is missing) and a C++ compiler with Python's
+# headers (torch.compile's inductor backend builds the model's CPU kernels with it).
+readonly -a SIM_REAL_PACKAGES=(libnuma1 g++ python3-dev)
 # Packages of the lock that vLLM's CPU platform never imports at serve time (measured: a
 # completion still served, single and tensor parallel 2, with each group removed); uninstalled
 # after `pip check` has passed on the full install.
@@ -101,7 +105,7 @@ sim_build_real() { # tag
   real_wheels="$(sim_real_wheels "$SIM_DIR/real/requirements.lock")"
   sim_need_cmd cc gcc
   sim_need_cmd readelf binutils
-  sim_prepare_rootfs "$SIM_WORKLOAD_SUITE" "${SIM_WORKLOAD_PACKAGES[@]}"
+  sim_prepare_rootfs "$SIM_WORKLOAD_SUITE" "${SIM_WORKLOAD_PACKAGES[@]}" "${SIM_REAL_PACKAGES[@]}"
   rootfs="$SIM_WORK/rootfs"
   site="$rootfs$SIM_WORKLOAD_PYLIB"
   # The wheels (3 GB) are bind-mounted read-only, not copied; sim_build_cleanup unmounts them.
@@ -157,6 +161,9 @@ sim_build_real() { # tag
 import torch, vllm, vllm.entrypoints.cli.main
 from vllm.platforms import current_platform
 assert current_platform.device_type == "cpu", current_platform
+current_platform.import_kernels()
+assert hasattr(torch.ops._C, "init_cpu_memory_env"), "vLLM CPU kernels did not load"
+assert torch.compile(lambda x: x * 2 + 1)(torch.ones(4)).sum().item() == 12
 print("torch", torch.__version__, "vllm", vllm.__version__, current_platform.device_type)
 ' >"$SIM_WORK/import.log" 2>&1; then
     tail -n 30 "$SIM_WORK/import.log" >&2
