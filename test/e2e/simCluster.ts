@@ -43,6 +43,8 @@ export interface SimCluster {
     /** The workload image's content identity (image-identity.sh): the same on every node, whatever its store. */
     readonly workloadImageIdentity: string;
     readonly mgmtSubnet: string;
+    /** The management interface's name, the same on every node. */
+    readonly mgmtIface: string;
     readonly fabricSubnet: string;
     /** The cluster's registry (`sim.sh up --registry`), `10.230.K.250:5000`; null without one. */
     readonly registry?: string | null;
@@ -73,6 +75,8 @@ export interface SimOptions {
     readonly registry?: boolean;
     /** The Docker image store of each node, by index (default: classic on every node). */
     readonly stores?: readonly ImageStore[];
+    /** The real-vLLM workload image (sim.sh real-image), on the first node only. */
+    readonly real?: boolean;
 }
 
 /** Brings up `nodes` simulated Sparks as cluster `name` and returns its description. */
@@ -82,8 +86,10 @@ export async function simUp(name: string, nodes: number, options: SimOptions = {
         ...(options.fabricIfaces?.length ? ["--fabric-ifaces", options.fabricIfaces.join(",")] : []),
         ...(options.registry ? ["--registry"] : []),
         ...(options.stores?.length ? ["--stores", options.stores.join(",")] : []),
+        ...(options.real ? ["--real"] : []),
     ];
-    await sim(["up", "-n", String(nodes), "-c", name, ...extra]);
+    // The real-vLLM image's first build downloads and installs 3 GB of wheels.
+    await sim(["up", "-n", String(nodes), "-c", name, ...extra], options.real ? 30 * 60_000 : undefined);
     const file = path.join(REPO_ROOT, `test/sim/.state/${name}/cluster.json`);
     return JSON.parse(fs.readFileSync(file, "utf8")) as SimCluster;
 }

@@ -25,6 +25,7 @@ function cluster(nodes: number): SimCluster {
         workloadImageId: "sha256:0",
         workloadImageIdentity: "sha256:1",
         mgmtSubnet: "10.230.7.0/24",
+        mgmtIface: "enP7s7",
         fabricSubnet: "192.168.207.0/24",
         nodes: Array.from({ length: nodes }, (_, index) => ({
             name: `fleet8-spark${index}`,
