@@ -325,15 +325,12 @@ sim_prune_images() { # tags to keep...
 }
 
 # Build (or reuse) both images; print the two tags, node first.
-sim_images() {
-  local cache node_base workload_base node_tag workload_tag stale
+# Takes the cache's build lock (one build at a time per cache), removes the leftovers of an
+# interrupted build and has the ones of this build removed at exit. sim_build_end releases it.
+sim_build_begin() {
+  local cache stale
   cache="$(sim_cache_dir)"
-  node_base="$(sim_node_base_tag)"
-  workload_base="$(sim_workload_base_tag)"
-  node_tag="$(sim_node_tag)"
-  workload_tag="$(sim_workload_tag)"
   mkdir -p "$cache"
-  # One build at a time per cache; leftovers of an interrupted build are removed first.
   exec {SIM_LOCK_FD}>"$cache/.build.lock"
   flock "$SIM_LOCK_FD"
   for stale in "$cache"/build.*; do
@@ -343,6 +340,32 @@ sim_images() {
   sim_build_cleanup
   trap sim_build_cleanup EXIT
   trap 'exit 130' INT TERM
+}
+
+sim_build_end() {
+  trap - EXIT INT TERM
+  exec {SIM_LOCK_FD}>&-
+}
+
+# Removes every tag of REPOSITORY but the ones named (docker rmi refuses one a container uses).
+sim_prune_repository() { # repository keep...
+  local repository="$1" ref keep
+  shift
+  for ref in $(docker images --format '{{.Repository}}:{{.Tag}}' "$repository"); do
+    for keep in "$@"; do
+      [[ "$ref" == "$keep" ]] && continue 2
+    done
+    docker rmi "$ref" >/dev/null 2>&1 || true
+  done
+}
+
+sim_images() {
+  local node_base workload_base node_tag workload_tag
+  node_base="$(sim_node_base_tag)"
+  workload_base="$(sim_workload_base_tag)"
+  node_tag="$(sim_node_tag)"
+  workload_tag="$(sim_workload_tag)"
+  sim_build_begin
 
   sim_ensure_image "$node_base" sim_build_node_base "$node_base"
   sim_ensure_image "$node_tag" sim_commit_files "$node_base" "$node_tag" sim_node_files \
@@ -357,12 +380,11 @@ sim_images() {
     "ENV RAY_enable_metrics_collection=0" \
     'ENTRYPOINT ["vllm", "serve"]' 'CMD []' "LABEL vllm-fleet.sim.image=workload"
 
-  trap - EXIT INT TERM
   docker tag "$node_tag" "$SIM_IMAGE_NODE_REPO:$SIM_IMAGE_ALIAS"
   docker tag "$workload_tag" "$SIM_IMAGE_WORKLOAD_REPO:$SIM_IMAGE_ALIAS"
   if ((SIM_BUILT)); then
     sim_prune_images "$node_base" "$node_tag" "$workload_base" "$workload_tag"
   fi
-  exec {SIM_LOCK_FD}>&-
+  sim_build_end
   printf '%s\n%s\n' "$node_tag" "$workload_tag"
 }

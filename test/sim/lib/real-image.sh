@@ -177,28 +177,13 @@ print("torch", torch.__version__, "vllm", vllm.__version__, current_platform.dev
 # Build (or reuse) the real-vLLM image; print its tag. Older tags of its repository are dropped
 # after a rebuild (docker rmi refuses one a container still uses).
 sim_real_image() {
-  local cache tag stale ref
-  cache="$(sim_cache_dir)"
+  local tag
   tag="$(sim_real_tag)"
-  mkdir -p "$cache"
   # The same build lock as sim_images: both build in (and clean) the cache's build dirs.
-  exec {SIM_LOCK_FD}>"$cache/.build.lock"
-  flock "$SIM_LOCK_FD"
-  for stale in "$cache"/build.*; do
-    if [[ -d "$stale" ]]; then SIM_BUILD_DIRS+=("$stale"); fi
-  done
-  sim_build_cleanup
-  trap sim_build_cleanup EXIT
-  trap 'exit 130' INT TERM
+  sim_build_begin
   sim_ensure_image "$tag" sim_build_real "$tag"
-  trap - EXIT INT TERM
   docker tag "$tag" "$SIM_IMAGE_REAL_REPO:$SIM_IMAGE_ALIAS"
-  if ((SIM_BUILT)); then
-    for ref in $(docker images --format '{{.Repository}}:{{.Tag}}' "$SIM_IMAGE_REAL_REPO"); do
-      [[ "$ref" == "$tag" || "$ref" == "$SIM_IMAGE_REAL_REPO:$SIM_IMAGE_ALIAS" ]] ||
-        docker rmi "$ref" >/dev/null 2>&1 || true
-    done
-  fi
-  exec {SIM_LOCK_FD}>&-
+  if ((SIM_BUILT)); then sim_prune_repository "$SIM_IMAGE_REAL_REPO" "$tag" "$SIM_IMAGE_REAL_REPO:$SIM_IMAGE_ALIAS"; fi
+  sim_build_end
   printf '%s\n' "$tag"
 }

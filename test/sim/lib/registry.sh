@@ -41,22 +41,12 @@ sim_build_registry() { # tag
 # Build (or reuse) the registry image under the build lock; print its tag. Older tags of it are
 # removed after a rebuild (one a running registry still uses is kept: docker rmi refuses it).
 sim_registry_image() {
-  local cache tag ref
-  cache="$(sim_cache_dir)"
+  local tag
   tag="$(sim_registry_tag)"
-  mkdir -p "$cache"
-  exec {SIM_LOCK_FD}>"$cache/.build.lock"
-  flock "$SIM_LOCK_FD"
-  trap sim_build_cleanup EXIT
-  trap 'exit 130' INT TERM
+  sim_build_begin
   sim_ensure_image "$tag" sim_build_registry "$tag"
-  trap - EXIT INT TERM
-  if ((SIM_BUILT)); then
-    for ref in $(docker images --format '{{.Repository}}:{{.Tag}}' "$SIM_IMAGE_REGISTRY_REPO"); do
-      [[ "$ref" == "$tag" ]] || docker rmi "$ref" >/dev/null 2>&1 || true
-    done
-  fi
-  exec {SIM_LOCK_FD}>&-
+  if ((SIM_BUILT)); then sim_prune_repository "$SIM_IMAGE_REGISTRY_REPO" "$tag"; fi
+  sim_build_end
   printf '%s\n' "$tag"
 }
 
