@@ -154,7 +154,8 @@ async def one(request):
 print(json.dumps([asyncio.run(one(request)) for request in json.loads(sys.argv[2])]))
 `;
     const result = spawnSync("python3", ["-c", harness, path.join(__dirname, "..", "..", "components", "scripts"), JSON.stringify(requests)], {
-        env: { ...process.env, VLLM_API_KEY: key },
+        // No __pycache__ left in components/scripts (the node-side programs' folder).
+        env: { ...process.env, VLLM_API_KEY: key, PYTHONDONTWRITEBYTECODE: "1" },
         encoding: "utf8",
     });
     if (result.status !== 0) {
