@@ -304,29 +304,37 @@ wait_node_ready() { # name mgmt-ip key
   done
 }
 
-# The content identity (image-identity.sh) of an image in a node's engine, or nothing when it has
-# none: the same on the classic and the containerd store, whose Docker ids differ.
-node_image_identity() { # name image
-  local described
-  described="$(docker exec "$1" docker image inspect --format "$IMAGE_IDENTITY_FORMAT" "$2" 2>/dev/null)" || return 0
+# The content identity (image-identity.sh) of an image in this machine's engine, or with
+# `docker exec NAME` first in a node's, or nothing when it has none: the same on the classic and
+# the containerd store, whose Docker ids differ.
+image_identity_in() { # image [docker exec NAME]
+  local image="$1" described
+  shift
+  described="$("$@" docker image inspect --format "$IMAGE_IDENTITY_FORMAT" "$image" 2>/dev/null)" || return 0
   printf 'sha256:%s\n' "$(printf '%s\n' "$described" | sha256sum | cut -d' ' -f1)"
 }
 
-# The workload image, saved once per image id into the cache, loaded into a node's dockerd unless
-# the node already has the same content (either store loads the classic engine's save).
-load_workload() { # name workload-tag tarball identity
-  local name="$1" tag="$2" tarball="$3" want="$4" have
+node_image_identity() { # name image
+  image_identity_in "$2" docker exec "$1"
+}
+
+# The workload image loaded into a node's dockerd from what SOURCE... writes (a `docker save`
+# archive), unless the node already has the same content (either store loads the classic engine's
+# save), and checked after.
+load_workload() { # name workload-tag identity source...
+  local name="$1" tag="$2" want="$3" have
+  shift 3
   have="$(node_image_identity "$name" "$tag")"
   if [[ "$have" == "$want" ]]; then
     return 0
   fi
-  docker exec -i "$name" docker load -q <"$tarball" >/dev/null
+  "$@" | docker exec -i "$name" docker load -q >/dev/null
   have="$(node_image_identity "$name" "$tag")"
   [[ "$have" == "$want" ]] || sim_die "loading $tag into $name failed (content ${have:-missing}, not $want)"
 }
 
 write_cluster_json() { # cluster n slot workload-tag node-tag key gpus loaded
-  local cluster="$1" n="$2" slot="$3" workload_tag="$4" node_tag="$5" key="$6" gpus="$7" loaded="$8" described
+  local cluster="$1" n="$2" slot="$3" workload_tag="$4" node_tag="$5" key="$6" gpus="$7" loaded="$8"
   local dir file i name hostkey sep=""
   dir="$(state_dir "$cluster")"
   file="$dir/cluster.json"
@@ -339,8 +347,7 @@ write_cluster_json() { # cluster n slot workload-tag node-tag key gpus loaded
     printf '  "sshKnownHostsPath": %s,\n' "$(json_str "$dir/known_hosts")"
     printf '  "workloadImage": %s,\n' "$(json_str "$workload_tag")"
     printf '  "workloadImageId": %s,\n' "$(json_str "$(docker image inspect -f '{{.Id}}' "$workload_tag")")"
-    described="$(docker image inspect --format "$IMAGE_IDENTITY_FORMAT" "$workload_tag")"
-    printf '  "workloadImageIdentity": "sha256:%s",\n' "$(printf '%s\n' "$described" | sha256sum | cut -d' ' -f1)"
+    printf '  "workloadImageIdentity": "%s",\n' "$(image_identity_in "$workload_tag")"
     printf '  "workloadImageLoaded": %s,\n' "$loaded"
     printf '  "nodeImage": %s,\n' "$(json_str "$node_tag")"
     printf '  "mgmtSubnet": "10.230.%s.0/24",\n' "$slot"
@@ -510,25 +517,18 @@ cmd_up() {
     docker rm -f -v "$(sim_registry_container "$cluster")" >/dev/null 2>&1 || true
   fi
 
+  local identity
+  identity="$(image_identity_in "$workload_tag")"
   if ((load && real)); then
     # The real-vLLM image (5 GB) goes to the first node only, straight from this engine: the
     # product's own delivery (image.source copy) takes it to the others over the fabric.
-    local first identity described
-    first="$(node_name "$cluster" 0)"
-    described="$(docker image inspect --format "$IMAGE_IDENTITY_FORMAT" "$workload_tag")"
-    identity="sha256:$(printf '%s\n' "$described" | sha256sum | cut -d' ' -f1)"
-    if [[ "$(node_image_identity "$first" "$workload_tag")" != "$identity" ]]; then
-      docker save "$workload_tag" | docker exec -i "$first" docker load -q >/dev/null
-      [[ "$(node_image_identity "$first" "$workload_tag")" == "$identity" ]] || sim_die "loading $workload_tag into $first failed"
-    fi
+    load_workload "$(node_name "$cluster" 0)" "$workload_tag" "$identity" docker save "$workload_tag"
   elif ((load)); then
     local tarball
     # Named by the image's id, not its tag: an image rebuilt under the same tag (another cache, a
     # removed image) has another id, and a tarball of the old one would load the wrong image.
-    local image_id identity described
+    local image_id
     image_id="$(docker image inspect -f '{{.Id}}' "$workload_tag")"
-    described="$(docker image inspect --format "$IMAGE_IDENTITY_FORMAT" "$workload_tag")"
-    identity="sha256:$(printf '%s\n' "$described" | sha256sum | cut -d' ' -f1)"
     tarball="$(sim_cache_dir)/workload-${image_id#sha256:}.tar"
     # One `docker save` per image, shared by concurrent `up`s (under the build lock).
     exec {lock_fd}>"$(sim_cache_dir)/.build.lock"
@@ -541,7 +541,7 @@ cmd_up() {
     exec {lock_fd}>&-
     local -a pids=()
     for ((i = 0; i < n; i++)); do
-      load_workload "$(node_name "$cluster" "$i")" "$workload_tag" "$tarball" "$identity" &
+      load_workload "$(node_name "$cluster" "$i")" "$workload_tag" "$identity" cat "$tarball" &
       pids+=("$!")
     done
     for i in "${pids[@]}"; do wait "$i" || sim_die "loading the workload image failed"; done
