@@ -308,6 +308,7 @@ export async function fleetProgram(observe: Observer = observeOverSsh): Promise<
         lifecycleScript: readScript(VLLM_LIFECYCLE),
         gatewayScript: config.gateway ? readScript("gateway.py") : undefined,
         keyCheckScript: readScript("vllm_fleet_key.py"),
+        rankKeeperScript: readScript("vllm-rank.py"),
     });
     for (const warning of plan.warnings) {
         pulumi.log.warn(warning);

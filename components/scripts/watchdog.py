@@ -15,8 +15,8 @@ mounted), probes vLLM where it listens (WATCHDOG_HOST) and, when the server stop
   again is left running), stops whatever runs, and starts the server from those arguments.
 - executor `mp`: vLLM's rank 0 is the main process of its container. After WATCHDOG_FAILURES failed
   completions in a row (after the startup grace) or a 503 from /health, the watchdog restarts that
-  container; the headless ranks on the other nodes exit when rank 0 goes away and their own restart
-  policy brings them back to the rendezvous.
+  container; the headless ranks on the other nodes follow: each one's keeper (vllm-rank.py) ends its
+  rank when rank 0 stops answering, and their restart policy brings them back to the rendezvous.
 
 - executor `gateway`: the container is the stack's gateway (vllm-router behind HAProxy, and their
   launcher, gateway.py). The probe asks the proxy on WATCHDOG_PROXY_PORT for /health (the door

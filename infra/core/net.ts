@@ -50,3 +50,8 @@ export function cidrContains(block: Cidr, ip: string): boolean {
     const mask = block.prefix === 0 ? 0 : (0xffffffff << (32 - block.prefix)) >>> 0;
     return (value & mask) >>> 0 === block.network;
 }
+
+/** An address as the host of a URL: an IPv6 one in brackets. */
+export function urlHost(address: string): string {
+    return address.includes(":") ? `[${address}]` : address;
+}

@@ -27,7 +27,7 @@ export interface LiveContainer {
     readonly labels: Readonly<Record<string, string>>;
     /** The image as the container was started with it (`.Config.Image`). */
     readonly image?: string;
-    /** Its command's arguments (`.Args`): an mp rank's are those of `vllm`, `serve` first. */
+    /** Its command's arguments (`.Args`): an mp rank's are its keeper's, then `vllm`'s (`serve` first). */
     readonly args?: readonly string[];
 }
 

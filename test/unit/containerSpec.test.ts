@@ -19,7 +19,9 @@ import {
     cacheKey,
     joinedTo,
     joinedToRank0,
+    RANK_KEEPER_PATH,
     mpRankSpec,
+    mpServeProgram,
     planGateway,
     networkEnv,
     planCache,
@@ -33,6 +35,8 @@ import { sparkDuo } from "./stacks";
 
 const config = parseFleetConfig(sparkDuo);
 const TOKEN = "0123456789abcdef0123456789abcdef";
+/** A rank keeper's text (components/scripts/vllm-rank.py in the program). */
+const KEEPER = "# the rank keeper\n";
 
 /** Node `index`'s Ray container as a component realizes it: the plan's, with the token and (a worker) its head. */
 function raySpec(config: FleetConfig, stack: string, nodes: readonly PlannedNode[], index: number, revision: string, token: string, headId?: string): ContainerSpec {
@@ -162,8 +166,8 @@ describe("vLLM's own wait for its engine", () => {
         const serving = [
             raySpec(slow, "spark-duo", planned, 0, "r1", TOKEN),
             raySpec(slow, "spark-duo", planned, 1, "r1", TOKEN, "f00d"),
-            mpRankSpec(context, planned, 0, "r1"),
-            mpRankSpec(context, planned, 1, "r1"),
+            mpRankSpec(context, planned, 0, "r1", KEEPER),
+            mpRankSpec(context, planned, 1, "r1", KEEPER),
         ];
         for (const spec of serving) {
             expect(spec.env.VLLM_ENGINE_READY_TIMEOUT_S).toBe("2400");
@@ -214,6 +218,35 @@ describe("headless vLLM ranks follow rank 0", () => {
         expect(joinedToRank0(rank, "spark2", "c0ffee").labels[RANK0_LABEL]).toBe("c0ffee");
         expect(joinedToRank0(rank, "spark2", "new")).not.toEqual(joinedToRank0(rank, "spark2", "old"));
         expect(() => joinedToRank0(rank, "spark2", undefined)).toThrow(/headless vLLM rank on spark2 needs the id of rank 0's container/);
+    });
+});
+
+describe("each vLLM rank's keeper (mp executor)", () => {
+    const context = { config: parseFleetConfig({ ...sparkDuo, executor: "mp" }), stack: "spark-duo", service: DEFAULT_SERVICE, containers: DEFAULT_CONTAINERS };
+
+    it("is the first process of every rank, with vLLM's program after it and its text as a file of the container", () => {
+        for (const index of [0, 1]) {
+            const spec = mpRankSpec(context, planned, index, "r1", KEEPER);
+            expect(spec.entrypoint).toEqual(["python3"]);
+            expect(spec.command).toEqual([RANK_KEEPER_PATH, ...mpServeProgram(context.config, planned, index)]);
+            expect(spec.files).toEqual([{ path: RANK_KEEPER_PATH, content: KEEPER }]);
+            // Docker's policy restarts what the keeper turns into a failure.
+            expect(spec.restart).toBe("on-failure");
+        }
+    });
+
+    it("of a headless rank watches rank 0 at the first node's fabric address; rank 0's watches no one", () => {
+        expect(mpRankSpec(context, planned, 1, "r1", KEEPER).env).toMatchObject({
+            VLLM_FLEET_RANK0_ADDRESS: "192.168.200.12",
+            VLLM_FLEET_RANK0_HEALTH: "http://192.168.200.12:8000/health",
+        });
+        expect(Object.keys(mpRankSpec(context, planned, 0, "r1", KEEPER).env).filter((name) => name.startsWith("VLLM_FLEET_RANK0"))).toEqual([]);
+    });
+
+    it("travels with the rank through both container drivers", () => {
+        const spec = mpRankSpec(context, planned, 1, "r1", KEEPER);
+        expect(specFromDockerRunArgs(toDockerRunArgs(spec), spec.files)).toEqual(spec);
+        expect(specFromDockerContainerInputs(toDockerContainerInputs(spec))).toEqual(spec);
     });
 });
 
@@ -282,7 +315,7 @@ describe("the serving containers mount the cache of their image", () => {
 
     it("is the same for the mp executor's ranks, and absent with cache.enabled false", () => {
         const mp = parseFleetConfig({ ...sparkDuo, executor: "mp" });
-        const rank = mpRankSpec({ ...context, config: mp }, planned, 1, "r1");
+        const rank = mpRankSpec({ ...context, config: mp }, planned, 1, "r1", KEEPER);
         expect(withCompileCache(rank, planCache(mp, "spark-duo"), IMAGE_A).env.VLLM_CACHE_ROOT).toBe("/vllm-fleet-cache/vllm");
         const off = parseFleetConfig({ ...sparkDuo, cache: { enabled: false } });
         expect(planCache(off, "spark-duo")).toBeUndefined();

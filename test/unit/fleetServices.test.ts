@@ -117,6 +117,9 @@ describe("a swap through the program (mocks): coder's model name moves to coder2
     const coderLive = (node: string): string => {
         const labels = (role: string) => ({ [STACK_LABEL]: "unit", [SERVICE_LABEL]: "coder", "vllm-fleet.role": role, "vllm-fleet.revision": "r1" });
         const rank = (index: number) => [
+            // The keeper runs vLLM (containers.ts): `.Args` hold its path and `vllm` first.
+            "/opt/vllm-fleet/vllm-rank.py",
+            "vllm",
             ..."serve /models/m --served-model-name coder --host 0.0.0.0 --port 8001 --gpu-memory-utilization 0.4".split(" "),
             ..."--nnodes 2 --node-rank".split(" "),
             String(index),

@@ -411,7 +411,9 @@ describe("the mp executor (vLLM's native multi-node)", async () => {
     it("runs rank 0 and headless ranks that rendezvous on node 0's fabric address", () => {
         const rank0 = dockerRunArgs(run, "vllm-spark1-rank0");
         const rank1 = dockerRunArgs(run, "vllm-spark2-rank1");
-        const tail = (args: string[]) => args.slice(args.indexOf("--entrypoint=vllm"));
+        // After the keeper (components/scripts/vllm-rank.py), which runs vLLM as its child.
+        const tail = (args: string[]) => args.slice(args.indexOf("--entrypoint=python3"));
+        expect(tail(rank0).slice(2, 5)).toEqual(["/opt/vllm-fleet/vllm-rank.py", "vllm", "serve"]);
         expect(tail(rank0)).toEqual(expect.arrayContaining(["--distributed-executor-backend", "mp", "--nnodes", "2", "--node-rank", "0", "--master-addr", "192.168.200.12", "--master-port", "29501"]));
         expect(tail(rank0)).not.toContain("--headless");
         expect(tail(rank1)).toEqual(expect.arrayContaining(["--node-rank", "1", "--master-addr", "192.168.200.12", "--headless"]));
@@ -438,7 +440,8 @@ describe("the mp executor (vLLM's native multi-node)", async () => {
 
     it("watches a headless rank for two seconds after its start (nothing else on its node does)", () => {
         const calls = dockerCalls(unsecret(run.byName("vllm-spark2-rank1").inputs.create));
-        const run0 = calls.findIndex((args) => args[0] === "run");
+        // The rank carries its keeper as a file: created, the file copied in, then started.
+        const run0 = calls.findIndex((args) => args[0] === "start");
         const checks = calls.slice(run0 + 1).filter((args) => args[0] === "inspect" && args.includes("{{.State.Status}}"));
         // Right after `docker run`, then every half second for 2 s.
         expect(checks).toHaveLength(5);

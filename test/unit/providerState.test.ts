@@ -6,6 +6,7 @@
 import * as fs from "fs";
 import { describe, expect, it } from "vitest";
 import { programsOnStdin, runFromStdin } from "../../components/shell";
+import { RANK_KEEPER_PATH } from "../../infra/core/plan";
 import { ContainerInputs, dockerProviderState, fieldsThatWouldReplace } from "./dockerProviderModel";
 import { MockRun, liveAfter, runProgram, sparkProbeOutput, unsecret } from "./mocks";
 import { sparkDuo } from "./stacks";
@@ -49,7 +50,7 @@ describe.each(["ray", "mp"])("the Docker provider keeps what the program sends (
     });
 
     it.each(containers(run))("%s: the image's entrypoint is replaced by the program, never kept or cleared", (name, inputs) => {
-        const program = name.endsWith("watchdog") ? ["python3", "-c"] : executor === "ray" ? ["ray", "start"] : ["vllm", "serve"];
+        const program = name.endsWith("watchdog") ? ["python3", "-c"] : executor === "ray" ? ["ray", "start"] : ["python3", RANK_KEEPER_PATH];
         expect([...inputs.entrypoints!, inputs.command![0]]).toEqual(program);
         expect(inputs.shmSize === undefined || Number.isInteger(inputs.shmSize)).toBe(true);
     });

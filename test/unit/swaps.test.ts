@@ -10,7 +10,7 @@ import { parseFleetConfig, serviceConfig } from "../../infra/core/config";
 import { GIB } from "../../infra/core/fit";
 import { REVISION_LABEL, ROLE_LABEL, SERVICE_LABEL, STACK_LABEL, serviceContainers } from "../../infra/core/names";
 import { LiveContainer, NodeObservation, parseObservation } from "../../infra/core/observe";
-import { RunningService, SwapError, SwapService, planSwaps, runningServices, vllmServeArgs } from "../../infra/core/plan";
+import { RANK_KEEPER_PATH, RunningService, SwapError, SwapService, planSwaps, runningServices, vllmServeArgs } from "../../infra/core/plan";
 
 const quad = {
     nodes: [1, 2, 3, 4].map((index) => ({ name: `spark${index}`, host: `10.1.230.${179 + index}` })),
@@ -52,7 +52,7 @@ function observed(running: SwapService): NodeObservation[] {
         const mp = { nnodes: nodes.length, nodeRank: index, masterAddr: "192.168.200.10", masterPort: config.vllm.masterPort };
         const containers =
             config.executor === "mp"
-                ? [container(names.vllm, name, index === 0 ? "vllm-rank0" : "vllm-headless", vllmServeArgs(config, "0.0.0.0", mp))]
+                ? [container(names.vllm, name, index === 0 ? "vllm-rank0" : "vllm-headless", [RANK_KEEPER_PATH, "vllm", ...vllmServeArgs(config, "0.0.0.0", mp)])]
                 : [container(names.ray, name, index === 0 ? "ray-head" : "ray-worker", ["start", "--block", ...(index === 0 ? ["--head", "--port", String(config.ray.port)] : [])])];
         if (index === 0) {
             containers.push(container(names.watchdog, name, "watchdog", ["-c", "watchdog"]));

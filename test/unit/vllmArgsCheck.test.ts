@@ -7,7 +7,7 @@
  *
  * What the real wheels from PyPI answered (Python 3.11, CPU platform forced: VLLM_TARGET_DEVICE=cpu
  * on 0.33/0.34, an out-of-tree platform plugin on 0.17.1; the real `vllm serve` run on a tiny model
- * with dummy weights where a start shows it), for spark-duo's arguments (vllmServeArgs, mpRankSpec)
+ * with dummy weights where a start shows it), for spark-duo's arguments (vllmServeArgs, mpServeProgram)
  * and variants ("core": the engine core's start; "config": the engine's configuration; "setup": the API
  * server's), "before" the check of c6ec12e, "now" this one:
  *
@@ -33,8 +33,7 @@ import { afterAll, describe, expect, it } from "vitest";
 import { bashCommand, scriptProgram } from "../../components/shell";
 import { ARGS_CHECK } from "../../components/serveArgsCheck";
 import { parseFleetConfig } from "../../infra/core/config";
-import { DEFAULT_CONTAINERS, DEFAULT_SERVICE } from "../../infra/core/names";
-import { PlannedNode, argsCheckKeys, mpRankSpec, vllmServeArgs } from "../../infra/core/plan";
+import { PlannedNode, argsCheckKeys, mpServeProgram, vllmServeArgs } from "../../infra/core/plan";
 import { FakeLayout, FakeVllmOptions, writeFakeVllm } from "./fakeVllm";
 import { sparkDuo } from "./stacks";
 
@@ -53,8 +52,8 @@ const nodes: PlannedNode[] = [
 ];
 /** spark-duo's arguments of `vllm`: the ray executor, and the mp executor's rank 0 and headless rank 1. */
 const RAY = vllmServeArgs(rayConfig, "0.0.0.0");
-const MP0 = [...(mpRankSpec({ config: mpConfig, stack: "spark-duo", service: DEFAULT_SERVICE, containers: DEFAULT_CONTAINERS }, nodes, 0, "r").command ?? [])];
-const MP1 = [...(mpRankSpec({ config: mpConfig, stack: "spark-duo", service: DEFAULT_SERVICE, containers: DEFAULT_CONTAINERS }, nodes, 1, "r").command ?? [])];
+const MP0 = mpServeProgram(mpConfig, nodes, 0).slice(1);
+const MP1 = mpServeProgram(mpConfig, nodes, 1).slice(1);
 const KEYS = argsCheckKeys(rayConfig);
 
 /** `args` with the value after `flag` replaced. */

@@ -17,6 +17,7 @@ import {
     fleetLabels,
     servingContainer,
 } from "../names";
+import { urlHost } from "../net";
 import { networkEnv } from "./network";
 import { PlannedNode } from "./nodes";
 import { KEY_CHECK_DIR, apiBindAddress, apiProbeAddress, containerModelPath, vllmServeArgs } from "./serveArgs";
@@ -177,16 +178,36 @@ export function joinedToRank0(rank: ContainerSpec, node: string, rank0ContainerI
     return { ...rank, labels: { ...rank.labels, [RANK0_LABEL]: rank0ContainerId } };
 }
 
+/** The program of node `index`'s vLLM rank with the `mp` executor: `vllm serve ...` with the group's rendezvous. */
+export function mpServeProgram(config: FleetConfig, nodes: readonly PlannedNode[], index: number): string[] {
+    const mp = { nnodes: nodes.length, nodeRank: index, masterAddr: nodes[0].fabric.ip, masterPort: config.vllm.masterPort };
+    return ["vllm", ...vllmServeArgs(config, apiBindAddress(config, nodes[0]), mp)];
+}
+
+/** Where a rank's container carries its keeper (components/scripts/vllm-rank.py). */
+export const RANK_KEEPER_PATH = "/opt/vllm-fleet/vllm-rank.py";
+
 /**
  * The vLLM container of node `index` with the `mp` executor: rank 0 on node 0 serves the API, the
- * other nodes run headless ranks that rendezvous with it over the fabric. The API key, if any, is
- * added with {@link withEnv} (it is a secret).
+ * other nodes run headless ranks that rendezvous with it over the fabric. Its first process is the
+ * rank's keeper (`keeper`, the text of components/scripts/vllm-rank.py, which it carries as a file):
+ * vLLM ends itself with status 0 when a rank of its group dies, which Docker's on-failure policy
+ * would take for a finished job, and a headless rank outlives its rank 0 silently; the keeper turns
+ * both into a failure the policy restarts (a headless rank watches its vLLM's connections to rank 0's
+ * fabric address, and rank 0's /health).
+ * The API key, if any, is added with {@link withEnv} (it is a secret).
  */
-export function mpRankSpec(context: ServiceContext, nodes: readonly PlannedNode[], index: number, revision: string): ContainerSpec {
+export function mpRankSpec(context: ServiceContext, nodes: readonly PlannedNode[], index: number, revision: string, keeper: string): ContainerSpec {
     const { config, containers } = context;
-    const mp = { nnodes: nodes.length, nodeRank: index, masterAddr: nodes[0].fabric.ip, masterPort: config.vllm.masterPort };
-    const program = ["vllm", ...vllmServeArgs(config, apiBindAddress(config, nodes[0]), mp)];
-    return { name: containers.vllm, ...runs(program), ...servingBase(context, nodes[index], index === 0 ? "vllm-rank0" : "vllm-headless", revision) };
+    const base = servingBase(context, nodes[index], index === 0 ? "vllm-rank0" : "vllm-headless", revision);
+    const rank0Health = `http://${urlHost(nodes[0].fabric.ip)}:${config.vllm.port}/health`;
+    return {
+        name: containers.vllm,
+        ...runs(["python3", RANK_KEEPER_PATH, ...mpServeProgram(config, nodes, index)]),
+        ...base,
+        env: index === 0 ? base.env : { ...base.env, VLLM_FLEET_RANK0_ADDRESS: nodes[0].fabric.ip, VLLM_FLEET_RANK0_HEALTH: rank0Health },
+        files: [{ path: RANK_KEEPER_PATH, content: keeper }],
+    };
 }
 
 /** The programs of the watchdog's container: its own, and what it runs in the Ray head. */

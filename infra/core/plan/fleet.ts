@@ -15,9 +15,10 @@ import { imageStoreWarning } from "../image";
 import { FitPlan, fitNodeFromFacts, kvCacheDtypeFromArgs, parseModelConfig, planFit, safetensorsWeightBytes } from "../fit";
 import { RAY_HEAD_VLLM_CONFIG_ROOT, RAY_SERVE_ARGS_FILE, RAY_SERVE_LOG, ServiceContainers, servingContainer } from "../names";
 import { Reconciliation } from "../reconcile";
+import { urlHost } from "../net";
 import { preflight } from "../preflight";
 import { CachePlan, planCache } from "./cache";
-import { KeyCheckPlan, ServiceContext, mpRankSpec, planKeyCheck, rayContainerSpec, watchdogSpec } from "./containers";
+import { KeyCheckPlan, ServiceContext, mpRankSpec, mpServeProgram, planKeyCheck, rayContainerSpec, watchdogSpec } from "./containers";
 import { FirewallPlan, clientPorts, planFirewalls } from "./firewall";
 import { GatewayPlan, planGateway } from "./gateway";
 import { HostPrepPlan, planHostPrep } from "./hostPrep";
@@ -184,6 +185,8 @@ export interface PlanInput {
     readonly gatewayScript?: string;
     /** The key check vLLM loads (components/scripts/vllm_fleet_key.py). */
     readonly keyCheckScript: string;
+    /** The keeper of each vLLM rank of the mp executor (components/scripts/vllm-rank.py). */
+    readonly rankKeeperScript: string;
 }
 
 /**
@@ -222,7 +225,7 @@ export function planFleet(input: PlanInput): FleetPlan {
             service,
             service.config.nodes.map((node) => byName.get(node.name)!),
             stack,
-            { watchdog: input.watchdogScript, lifecycle: input.lifecycleScript, keyCheck: input.keyCheckScript },
+            { watchdog: input.watchdogScript, lifecycle: input.lifecycleScript, keyCheck: input.keyCheckScript, rankKeeper: input.rankKeeperScript },
         ),
     );
     const firewalls = planFirewalls(
@@ -258,7 +261,7 @@ function planService(
     input: ServiceInput,
     nodes: readonly PlannedNode[],
     stack: string,
-    scripts: { readonly watchdog: string; readonly lifecycle: string; readonly keyCheck: string },
+    scripts: { readonly watchdog: string; readonly lifecycle: string; readonly keyCheck: string; readonly rankKeeper: string },
 ): ServicePlan {
     const { config, containers, reconciliation } = input;
     const context: ServiceContext = { config, stack, service: input.name, containers };
@@ -267,15 +270,14 @@ function planService(
     const removeFirst = [containers.ray, containers.vllm];
     const headArgs = vllmServeArgs(config, apiBindAddress(config, head));
     const ranks =
-        config.executor === "mp" ? nodes.map((node, index) => ({ node: node.name, spec: mpRankSpec(context, nodes, index, reconciliation.revisions[node.name]) })) : undefined;
+        config.executor === "mp" ? nodes.map((node, index) => ({ node: node.name, spec: mpRankSpec(context, nodes, index, reconciliation.revisions[node.name], scripts.rankKeeper) })) : undefined;
     const headAddress = `${head.fabric.ip}:${config.ray.port}`;
     const rayNodes =
         config.executor === "ray"
             ? nodes.map((node, index) => ({ node: node.name, fabricIp: node.fabric.ip, spec: rayContainerSpec(context, nodes, index, reconciliation.revisions[node.name]) }))
             : undefined;
     // With vllm.host fabric the API answers on the first node's fabric address only.
-    const hostOf = (address: string) => (address.includes(":") ? `[${address}]` : address);
-    const endpointHost = config.vllm.host === "fabric" ? head.fabric.ip : hostOf(config.nodes[0].host);
+    const endpointHost = config.vllm.host === "fabric" ? head.fabric.ip : urlHost(config.nodes[0].host);
     return {
         name: input.name,
         service: config.services[0],
@@ -287,7 +289,7 @@ function planService(
             node: head.name,
             image: config.image.name,
             container: serving,
-            argv: ranks ? ranks[0].spec.command ?? [] : headArgs,
+            argv: ranks ? mpServeProgram(config, nodes, 0).slice(1) : headArgs,
             flagKeys: argsCheckKeys(config),
             timeoutSeconds: 600,
         },

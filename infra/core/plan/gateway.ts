@@ -7,6 +7,7 @@ import * as crypto from "crypto";
 import { FleetConfig, GATEWAY_ROUTER_PORT } from "../config";
 import { ContainerSpec } from "../containerSpec";
 import { fleetLabels, gatewayContainer } from "../names";
+import { urlHost } from "../net";
 import { runs } from "./containers";
 import { PlannedNode } from "./nodes";
 
@@ -36,7 +37,7 @@ export interface RoutedService {
 export function gatewayRoutes(services: readonly RoutedService[]): GatewayRoute[] {
     const routes: GatewayRoute[] = [];
     for (const service of services) {
-        const host = service.apiAddress.includes(":") ? `[${service.apiAddress}]` : service.apiAddress;
+        const host = urlHost(service.apiAddress);
         for (const model of service.servedNames) {
             const other = routes.find((route) => route.model === model);
             if (other) {
@@ -202,7 +203,7 @@ export function planGateway(
     }
     const routes = gatewayRoutes(services);
     const node = config.nodes.find((entry) => entry.name === gateway.node)!;
-    const host = node.host.includes(":") ? `[${node.host}]` : node.host;
+    const host = urlHost(node.host);
     const container = gatewayContainer(stack);
     const routeList = JSON.stringify(routes.map((route) => ({ model: route.model, url: route.url })));
     const { supervision } = config;

@@ -95,7 +95,7 @@ export function runningServices(observations: readonly NodeObservation[]): Runni
         }
         const executor = head.container.labels[ROLE_LABEL] === "ray-head" ? "ray" : "mp";
         const args =
-            executor === "ray" ? (head.observation.serveArgs?.[head.container.name] ?? head.observation.serve?.args) : head.container.args;
+            executor === "ray" ? (head.observation.serveArgs?.[head.container.name] ?? head.observation.serve?.args) : fromServe(head.container.args);
         const containers: Record<string, string[]> = {};
         for (const entry of list) {
             (containers[entry.node] ??= []).push(entry.container.name);
@@ -116,6 +116,12 @@ export function runningServices(observations: readonly NodeObservation[]): Runni
         });
     }
     return services;
+}
+
+/** An mp rank's arguments from `serve` on: its container runs `<keeper> vllm serve ...` (containers.ts). */
+function fromServe(args: readonly string[] | undefined): readonly string[] | undefined {
+    const serve = args?.indexOf("serve") ?? -1;
+    return serve < 0 ? args : args!.slice(serve);
 }
 
 /** A service of the config, as the swap planner sees it. */
