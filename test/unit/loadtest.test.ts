@@ -577,7 +577,7 @@ class Engine:  # two ranks that always answer
         return [{"rank": 0, "ip": "192.168.200.10"}, {"rank": 1, "ip": "192.168.200.11"}]
 
 
-server = api_server.Server(types.SimpleNamespace(api_key=None), Engine(), ["tiny-moe"], "/models/tiny-moe", 4096)
+server = api_server.Server(types.SimpleNamespace(api_key=None), Engine(), ["tiny-moe"], "/models/tiny-moe", 4096, 643232)
 sock = socket.socket()
 sock.bind(("127.0.0.1", 0))
 httpd = api_server._HTTPServer(sock, server.handler())

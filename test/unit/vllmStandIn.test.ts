@@ -413,8 +413,8 @@ describe("the stand-in's /render endpoints (vLLM 0.17.1: a request rendered into
                 "from vllm.entrypoints.openai._server import Server",
                 "class Args: api_key = None",
                 "engine = type('Engine', (), {'execute': lambda self, rid: (_ for _ in ()).throw(AssertionError('no engine step'))})()",
-                "server = Server(Args(), engine, ['tiny'], '/models/tiny', 2048)",
-                `print(json.dumps(server.render(json.loads(${JSON.stringify(JSON.stringify(body))}), ${chat ? "True" : "False"}) + (server.requests,)))`,
+                "server = Server(Args(), engine, ['tiny'], '/models/tiny', 2048, 10000)",
+                `print(json.dumps(server.render(json.loads(${JSON.stringify(JSON.stringify(body))}), ${chat ? "True" : "False"}) + (sum(server.metrics.success.values()),)))`,
             ].join("\n"),
         ) as [number, unknown, number];
 
@@ -432,5 +432,45 @@ describe("the stand-in's /render endpoints (vLLM 0.17.1: a request rendered into
         const [refused, error] = render({ model: "other", prompt: "x" }, false);
         expect(refused).toBe(404);
         expect(JSON.stringify(error)).toContain("The model `other` does not exist.");
+    });
+});
+
+describe("the stand-in's /metrics: the series the fleet's monitoring reads, in vLLM 0.32's names", () => {
+    it("counts the tokens it sent and the requests it finished, and times them in vLLM's buckets", () => {
+        const text = python(
+            "0.17.1",
+            [
+                "from vllm.entrypoints.openai._server import Metrics",
+                "m = Metrics('tiny', 1000)",
+                "m.started(100)",
+                "print(m.text())",
+                "reply = lambda n, why: {'usage': {'prompt_tokens': 3, 'completion_tokens': n}, 'choices': [{'finish_reason': why}]}",
+                "m.finished(100, reply(5, 'length'), 0.5, 0.1)",
+                "m.started(50)",
+                "m.finished(50, reply(2, 'stop'), 0.2, 0.2)",
+                "m.started(10)",
+                "m.finished(10, None, 0.1, 0.1)",
+                "print(m.text())",
+            ].join("\n"),
+        ).stdout;
+        const [busy, idle] = text.split("# HELP vllm:num_requests_running").slice(1);
+        const value = (block: string, series: string) =>
+            Number(block.split("\n").find((line) => line.startsWith(`vllm:${series} `))?.split(" ")[1]);
+        const labels = 'model_name="tiny",engine="0"';
+        expect(value(busy, `num_requests_running{${labels}}`)).toBe(1);
+        expect(value(busy, `kv_cache_usage_perc{${labels}}`)).toBe(0.1);
+        expect(value(idle, `num_requests_running{${labels}}`)).toBe(0);
+        expect(value(idle, `generation_tokens_total{${labels}}`)).toBe(7);
+        expect(value(idle, `prompt_tokens_total{${labels}}`)).toBe(6);
+        expect(value(idle, `request_success_total{${labels},finished_reason="length"}`)).toBe(1);
+        expect(value(idle, `request_success_total{${labels},finished_reason="stop"}`)).toBe(1);
+        expect(value(idle, `time_to_first_token_seconds_count{${labels}}`)).toBe(2);
+        expect(value(idle, `time_to_first_token_seconds_bucket{${labels},le="0.1"}`)).toBe(1);
+        expect(value(idle, `time_to_first_token_seconds_bucket{${labels},le="+Inf"}`)).toBe(2);
+        // 5 tokens in 0.5 s after the first at 0.1 s: 4 gaps of 0.1 s; 2 tokens: 1 gap of 0 s.
+        expect(value(idle, `inter_token_latency_seconds_count{${labels}}`)).toBe(5);
+        expect(value(idle, `e2e_request_latency_seconds_sum{${labels}}`)).toBeCloseTo(0.7);
+        expect(idle).toContain("# TYPE vllm:generation_tokens counter");
+        expect(idle).toContain("# TYPE vllm:time_to_first_token_seconds histogram");
     });
 });

@@ -140,8 +140,89 @@ def middleware_chain(names):
     return app
 
 
+# vLLM 0.32's histogram buckets (vllm/v1/metrics/buckets.py).
+TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0,
+                80.0, 160.0, 640.0, 2560.0)
+ITL_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0)
+E2E_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0,
+               960.0, 1920.0, 7680.0)
+
+
+class Metrics:
+    """STAND-IN: the series of vLLM's /metrics that the fleet's monitoring reads (vLLM 0.32's
+    vllm/v1/metrics/loggers.py, in prometheus_client's text format, labels model_name and engine),
+    from what the stand-in serves: its requests, the tokens it sent (one per word of the text), the
+    time each took. Simpler than real: the KV cache usage is the in-flight requests' tokens over the
+    KV cache's size; nothing waits (no scheduler), and a time to first token of an answer that is not
+    streamed is its whole time."""
+
+    def __init__(self, model_name: str, kv_tokens: int):
+        self.labels = f'model_name="{model_name}",engine="0"'
+        self.kv_tokens = max(1, kv_tokens)
+        self.created = time.time()
+        self.lock = threading.Lock()
+        self.running = 0
+        self.in_flight_tokens = 0
+        self.prompt_tokens = 0
+        self.generation_tokens = 0
+        self.success = {"stop": 0, "length": 0, "abort": 0, "error": 0}
+        self.histograms = {"time_to_first_token_seconds": (TTFT_BUCKETS, []), "inter_token_latency_seconds": (ITL_BUCKETS, []),
+                           "e2e_request_latency_seconds": (E2E_BUCKETS, [])}
+
+    def started(self, tokens: int) -> None:
+        with self.lock:
+            self.running += 1
+            self.in_flight_tokens += tokens
+
+    def finished(self, tokens: int, reply, seconds: float, first_token_seconds: float) -> None:
+        with self.lock:
+            self.running -= 1
+            self.in_flight_tokens -= tokens
+            if reply is None:
+                return
+            usage = reply["usage"]
+            self.prompt_tokens += usage["prompt_tokens"]
+            self.generation_tokens += usage["completion_tokens"]
+            self.success[reply["choices"][0]["finish_reason"]] += 1
+            self.histograms["e2e_request_latency_seconds"][1].append(seconds)
+            self.histograms["time_to_first_token_seconds"][1].append(first_token_seconds)
+            if usage["completion_tokens"] > 1:
+                between = (seconds - first_token_seconds) / (usage["completion_tokens"] - 1)
+                self.histograms["inter_token_latency_seconds"][1].extend([between] * (usage["completion_tokens"] - 1))
+
+    def text(self) -> str:
+        with self.lock:
+            out = []
+
+            def family(name, kind, doc, samples):
+                out.append(f"# HELP vllm:{name} {doc}")
+                out.append(f"# TYPE vllm:{name} {kind}")
+                out.extend(samples)
+
+            gauge = lambda name, value: [f"vllm:{name}{{{self.labels}}} {float(value)}"]  # noqa: E731
+            family("num_requests_running", "gauge", "Number of requests in model execution batches.", gauge("num_requests_running", self.running))
+            family("num_requests_waiting", "gauge", "Number of requests waiting to be processed.", gauge("num_requests_waiting", 0))
+            family("kv_cache_usage_perc", "gauge", "KV-cache usage. 1 means 100 percent usage.",
+                   gauge("kv_cache_usage_perc", min(1.0, self.in_flight_tokens / self.kv_tokens)))
+            for name, value, doc in (("prompt_tokens", self.prompt_tokens, "Number of prefill tokens processed."),
+                                     ("generation_tokens", self.generation_tokens, "Number of generation tokens processed.")):
+                family(name, "counter", doc, [f"vllm:{name}_total{{{self.labels}}} {float(value)}",
+                                              f"vllm:{name}_created{{{self.labels}}} {self.created}"])
+            family("request_success", "counter", "Count of successfully processed requests.",
+                   [f'vllm:request_success_total{{{self.labels},finished_reason="{reason}"}} {float(count)}'
+                    for reason, count in self.success.items()])
+            for name, (buckets, values) in self.histograms.items():
+                samples = [f'vllm:{name}_bucket{{{self.labels},le="{bound}"}} {float(sum(1 for v in values if v <= bound))}'
+                           for bound in buckets]
+                samples.append(f'vllm:{name}_bucket{{{self.labels},le="+Inf"}} {float(len(values))}')
+                samples.append(f"vllm:{name}_count{{{self.labels}}} {float(len(values))}")
+                samples.append(f"vllm:{name}_sum{{{self.labels}}} {float(sum(values))}")
+                family(name, "histogram", f"Histogram of {name.replace('_', ' ')}.", samples)
+            return "\n".join(out) + "\n"
+
+
 class Server:
-    def __init__(self, args, engine, served_names, model_path_arg, max_model_len):
+    def __init__(self, args, engine, served_names, model_path_arg, max_model_len, kv_tokens):
         self.args = args
         self.engine = engine
         self.names = served_names
@@ -152,7 +233,7 @@ class Server:
         self.middleware = middleware_chain(getattr(args, "middleware", None)) if getattr(args, "middleware", None) else None
         self.allowed_origins = list(getattr(args, "allowed_origins", None) or [])
         self.dead = None
-        self.requests = 0
+        self.metrics = Metrics(served_names[0], kv_tokens)
 
     def models_body(self) -> dict:
         created = int(time.time())
@@ -171,6 +252,18 @@ class Server:
         if model not in self.names:
             return 404, {"error": {"message": f"The model `{model}` does not exist.", "type": "NotFoundError",
                                    "param": "model", "code": 404}}
+        return None
+
+    def too_long(self, body: dict, chat: bool):
+        """vLLM's refusal of a request whose prompt and max_tokens exceed --max-model-len (400)."""
+        prompt_tokens = max(1, len(self.prompt_text(body, chat).split()))
+        asked = body.get("max_completion_tokens") or body.get("max_tokens") or 0
+        if isinstance(asked, int) and prompt_tokens + asked > self.max_model_len:
+            return 400, {"error": {"message": f"This model's maximum context length is {self.max_model_len} tokens. "
+                                              f"However, you requested {asked} output tokens and your prompt contains "
+                                              f"{prompt_tokens} input tokens, for a total of {prompt_tokens + asked} tokens. "
+                                              "Please reduce the length of the input prompt or the number of requested "
+                                              "output tokens.", "type": "BadRequestError", "param": "max_tokens", "code": 400}}
         return None
 
     @staticmethod
@@ -198,7 +291,7 @@ class Server:
         return 200, {"count": count, "max_model_len": self.max_model_len, "tokens": list(range(count)), "token_strs": None}
 
     def complete(self, body: dict, chat: bool):
-        refused = self.unknown_model(body)
+        refused = self.unknown_model(body) or self.too_long(body, chat)
         if refused:
             return refused
         model = body.get("model") or self.names[0]
@@ -338,7 +431,7 @@ class Server:
                     return
                 if server.dead is not None and path != "/health":
                     return self._send(500, {"error": {"message": f"EngineCore encountered an issue: {server.dead}",
-                                                      "type": "EngineDeadError", "param": None, "code": 500}})
+                                                      "type": "InternalServerError", "param": None, "code": 500}})
                 if path == "/health" and method == "GET":
                     return self._send(200 if server.dead is None else 503, raw=b"")
                 if path == "/ping" and method in ("GET", "POST"):
@@ -346,9 +439,7 @@ class Server:
                 if path == "/version" and method == "GET":
                     return self._send(200, {"version": VERSION})
                 if path == "/metrics" and method == "GET":
-                    text = (f'vllm:num_requests_running{{model_name="{server.names[0]}"}} 0.0\n'
-                            f'vllm:request_success_total{{model_name="{server.names[0]}"}} {server.requests}.0\n')
-                    return self._send(200, raw=text.encode(), content_type="text/plain; version=0.0.4")
+                    return self._send(200, raw=server.metrics.text().encode(), content_type="text/plain; version=0.0.4; charset=utf-8")
                 if path == "/v1/models" and method == "GET":
                     return self._send(200, server.models_body())
                 if path in ("/v1/completions", "/v1/chat/completions", "/v1/completions/render",
@@ -373,16 +464,26 @@ class Server:
                         else:
                             return self._send(400, {"error": {"message": "Cannot find a suitable handler for request",
                                                               "type": "BadRequestError", "param": None, "code": 400}})
+                    began = time.monotonic()
+                    asked = max(1, len(server.prompt_text(body, "messages" in body).split())) + int(body.get("max_tokens") or 16)
+                    server.metrics.started(asked)
+                    done = None
                     try:
                         status, reply = server.complete(body, chat=path.endswith("chat/completions"))
+                        if status != 200:
+                            return self._send(status, reply)
+                        done = reply
+                        if body.get("stream"):
+                            return self._stream(reply, body)
+                        return self._send(status, reply)
                     except EngineDead as e:
                         server.die(str(e))
                         return self._send(500, {"error": {"message": f"EngineCore encountered an issue: {e}",
-                                                          "type": "EngineDeadError", "param": None, "code": 500}})
-                    server.requests += 1
-                    if status == 200 and body.get("stream"):
-                        return self._stream(reply, body)
-                    return self._send(status, reply)
+                                                          "type": "InternalServerError", "param": None, "code": 500}})
+                    finally:
+                        took = time.monotonic() - began
+                        first = min(took, STREAM_TOKEN_INTERVAL) if body.get("stream") and done else took
+                        server.metrics.finished(asked, done, took, first)
                 if any(path == r for r, _ in ROUTES):
                     return self._send(405, {"detail": "Method Not Allowed"})
                 return self._send(404, {"detail": "Not Found"})
@@ -527,7 +628,7 @@ def run_server(args) -> int:
     capture_graphs(pace, engine_began)
 
     served = args.served_model_name or [config.model]
-    server = Server(args, engine, served, config.model, config.max_model_len)
+    server = Server(args, engine, served, config.model, config.max_model_len, kv_tokens)
     httpd = _HTTPServer(sock, server.handler())
     listen = f"http://{args.host or '0.0.0.0'}:{args.port}"
     logger.info("Starting vLLM API server %d on %s", 0, listen, line=500)
@@ -542,11 +643,10 @@ def run_server(args) -> int:
     print("INFO:     Application startup complete.", flush=True)
 
     stop = threading.Event()
-    exit_code = [0]
 
     def on_signal(signum, _frame):
-        if signum == signal.SIGUSR1:
-            exit_code[0] = 1
+        # SIGUSR1: the engine died. Real vLLM's API server then shuts down and exits 0 (0.32,
+        # measured: Docker's on-failure policy restarts neither rank), as after SIGTERM.
         stop.set()
 
     signal.signal(signal.SIGTERM, on_signal)
@@ -560,4 +660,4 @@ def run_server(args) -> int:
     print("INFO:     Shutting down", flush=True)
     httpd.shutdown()
     engine.shutdown()
-    return exit_code[0]
+    return 0

@@ -10,7 +10,6 @@ import json
 import socket
 import threading
 import time
-import uuid
 
 from vllm.logger import init_logger
 from vllm.utils.network_utils import get_ip
@@ -131,7 +130,9 @@ class MultiprocExecutor:
         return sorted(results, key=lambda r: r["rank"])
 
     def check(self) -> None:
-        self.execute(f"health-{uuid.uuid4().hex[:8]}")
+        # Real vLLM (0.32, CPU build, measured): /health asks whether the engine core lives, not its
+        # ranks; a rank that is gone shows on the next request (500), which ends the server (exit 0).
+        pass
 
     def shutdown(self) -> None:
         for conn, _, _ in self.peers.values():
@@ -174,8 +175,9 @@ def run_headless(args, config) -> int:
     while True:
         line = reader.readline()
         if not line:
-            logger.error("Connection to rank 0 lost: EngineCore died. Shutting down headless node.", line=712)
-            return 1
+            # Real vLLM (0.32, CPU build, measured): a headless rank whose rank 0 went away stays up,
+            # silent, for minutes (it waits on rank 0's message queue); it never joins a new rank 0.
+            threading.Event().wait()
         msg = json.loads(line)
         if msg.get("type") == "execute":
             _send(sock, {"type": "result", "id": msg.get("id"),
