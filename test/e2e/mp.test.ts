@@ -4,7 +4,8 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Stack } from "@pulumi/pulumi/automation";
-import { SimCluster, complete, onNode, simDeployment, tearDown } from "./simCluster";
+import { Api, conformanceDifferences, observeRankDeath, observeServing } from "./conformance";
+import { SIM_VLLM, SimCluster, complete, onNode, simDeployment, tearDown } from "./simCluster";
 
 /** The serving container running on each node (the watchdog beside them left out). */
 function servingContainers(cluster: SimCluster): string[] {
@@ -38,6 +39,24 @@ describe.each([{ nodes: 3, name: "e2e-mp3" }])("mp executor on $nodes simulated 
     it("reports no changes on a second up", async () => {
         const again = await stack.up({ expectNoChanges: true });
         expect(Object.keys(again.summary.resourceChanges ?? {})).toEqual(["same"]);
+    });
+
+    /** The stack's API as the conformance probes take it. */
+    const api = async (): Promise<Api> => {
+        const outputs = await stack.outputs();
+        return { root: (outputs.endpoint.value as string).replace(/\/v1$/, ""), key: outputs.apiKey.value as string, model: "tiny-moe", maxModelLen: SIM_VLLM.maxModelLen };
+    };
+
+    it("answers the conformance probes as real vLLM does, but where docs/proving-ground.md says why not", async () => {
+        expect(conformanceDifferences(await observeServing(await api(), cluster.nodes[0]), "stand-in")).toEqual([]);
+    });
+
+    it("dies as real vLLM does when a headless rank's vLLM is killed, and serves again by itself through the ranks' keepers", async () => {
+        // The stand-in's ranks of a node are its vLLM process: the child of the rank's keeper.
+        const { observation, repairSeconds } = await observeRankDeath(await api(), cluster.nodes, "docker exec vllm-fleet-vllm pkill -9 -P 1 -f 'vllm serve'", 5);
+        console.log(`a headless rank's vLLM killed (stand-in): ${JSON.stringify(observation)}; serving again after ${repairSeconds} s`);
+        expect(observation["rank death: serving again by itself"]).toBe(true);
+        expect(conformanceDifferences(observation, "stand-in")).toEqual([]);
     });
 
     it("destroys every container it started", async () => {

@@ -6,33 +6,18 @@
  * network: vLLM's CPU build has no NCCL). The image is loaded on the first node only: the product's
  * own delivery (image.source copy) takes it to the second over the fabric.
  */
-import { execFileSync } from "child_process";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Stack } from "@pulumi/pulumi/automation";
 import { openStack } from "../automation";
-import { OPEN_ROUTES, answeredWithoutKey, statusOf } from "./keyProbes";
-import { SimCluster, onNode, simStackConfig, simUp, tearDown, tempWorkspace, timer } from "./simCluster";
+import { Api, conformanceDifferences, observeRankDeath, observeServing } from "./conformance";
+import { SimCluster, onNode, putImageModel, simStackConfig, simUp, tearDown, tempWorkspace, timer } from "./simCluster";
 
 const NAME = "e2e-real";
 const MODEL = "tiny-llama";
 const MODEL_DIR = `/home/spark/models/${MODEL}`;
+const MAX_MODEL_LEN = 256;
 const timings: Record<string, number> = {};
 const timed = timer(timings);
-
-/** The model the image carries (/models/tiny-llama), put on every node as a download would leave it. */
-function putImageModel(cluster: SimCluster): void {
-    const [first, ...others] = cluster.nodes;
-    onNode(
-        first,
-        `set -e; mkdir -p ${MODEL_DIR}; docker run --rm --network none --entrypoint sh -v ${MODEL_DIR}:/out ${cluster.workloadImage} -c 'cp -r /models/${MODEL}/. /out/'; ` +
-            `chown -R ${cluster.sshUser} $(dirname ${MODEL_DIR})`,
-    );
-    for (const node of others) {
-        onNode(node, `mkdir -p ${MODEL_DIR}`);
-        execFileSync("bash", ["-c", `set -o pipefail; docker exec ${first.name} tar -C ${MODEL_DIR} -c . | docker exec -i ${node.name} tar -C ${MODEL_DIR} -x`]);
-        onNode(node, `chown -R ${cluster.sshUser} $(dirname ${MODEL_DIR})`);
-    }
-}
 
 /** A completion from the endpoint: the answer's status and body. */
 async function completion(endpoint: string, apiKey: string): Promise<{ status: number; body: string }> {
@@ -57,10 +42,11 @@ describe("real vLLM (CPU build), mp executor, tensor parallel 2 on 2 simulated S
     let workDir: string;
     let endpoint = "";
     let apiKey = "";
+    const api = (): Api => ({ root: endpoint.replace(/\/v1$/, ""), key: apiKey, model: MODEL, maxModelLen: MAX_MODEL_LEN });
 
     beforeAll(async () => {
         cluster = await timed("sim-up", () => simUp(NAME, 2, { real: true }));
-        putImageModel(cluster);
+        putImageModel(cluster, MODEL, MODEL_DIR);
         const workspace = tempWorkspace(`vllm-fleet-${NAME}-`);
         workDir = workspace.dir;
         const config = simStackConfig(cluster, MODEL_DIR, {
@@ -72,7 +58,7 @@ describe("real vLLM (CPU build), mp executor, tensor parallel 2 on 2 simulated S
             // beside the weights, of MemTotal less the OS's reserve: 0.2 of it, as its refusal of 0.1
             // says; vLLM's CPU build then asks 0.2 of MemTotal per rank and keeps for its KV cache
             // what its process does not hold of that.
-            vllm: { port: 8000, maxModelLen: 256, gpuMemoryUtilization: 0.2 },
+            vllm: { port: 8000, maxModelLen: MAX_MODEL_LEN, gpuMemoryUtilization: 0.2 },
             timeouts: { sshConnectSeconds: 10, vllmReadySeconds: 900 },
         });
         stack = await openStack(NAME, { workDir, envVars: workspace.envVars, config });
@@ -83,7 +69,7 @@ describe("real vLLM (CPU build), mp executor, tensor parallel 2 on 2 simulated S
         await tearDown({ stacks: [stack], cluster: NAME, workDir });
     }, 10 * 60_000);
 
-    it("comes up through pulumi up and answers completions from real vLLM through the endpoint, with the key only", async () => {
+    it("comes up through pulumi up and answers completions from real vLLM through the endpoint", async () => {
         let output = "";
         const up = await timed("cold-up", () => stack.up({ onOutput: (text) => (output += text) })).catch((error: Error) => {
             // What real vLLM said, for a start that failed.
@@ -112,15 +98,14 @@ describe("real vLLM (CPU build), mp executor, tensor parallel 2 on 2 simulated S
         expect(body.model).toBe(MODEL);
         expect(body.choices).toHaveLength(1);
         expect(body.usage.completion_tokens).toBeGreaterThan(0);
-        // Without the key (or with a wrong one) real vLLM refuses every route the supported versions
-        // serve, /invocations and /tokenize included (vllm-fleet's key check, vllm_fleet_key.py); the
-        // probes alone are open. The same probes as against the stand-in (security.test.ts).
-        const root = endpoint.replace(/\/v1$/, "");
-        expect(await answeredWithoutKey(root)).toEqual([]);
-        for (const route of OPEN_ROUTES) {
-            expect(await statusOf(`${root}${route}`)).toBe(200);
-        }
     }, 45 * 60_000);
+
+    // Among them: without the key (or with a wrong one) real vLLM refuses every route the supported
+    // versions serve, /invocations and /tokenize included (vllm-fleet's key check,
+    // vllm_fleet_key.py); the probes alone are open. The same probes as against the stand-in.
+    it("answers the conformance probes as test/fixtures/vllm-conformance.json says real vLLM does, the key on every route among them", async () => {
+        expect(conformanceDifferences(await observeServing(api(), cluster.nodes[0]), "real")).toEqual([]);
+    }, 10 * 60_000);
 
     it("carries the ranks' traffic on the fabric interfaces, none on the headless node's management one", async () => {
         const fabric = cluster.nodes.map((node) => node.fabricIface);
@@ -142,26 +127,55 @@ describe("real vLLM (CPU build), mp executor, tensor parallel 2 on 2 simulated S
         expect(after.mgmt.tx - before.mgmt.tx).toBeLessThan(8192);
     }, 10 * 60_000);
 
-    it("repairs a killed headless rank with a plain up", async () => {
-        const headless = cluster.nodes[1];
-        // vLLM names its worker processes (VLLM::Worker_TP1); killed, real vLLM stops both ranks.
-        onNode(headless, "docker exec vllm-fleet-vllm pkill -9 -f '^VLLM::Worker'");
-        const deadline = Date.now() + 60_000;
+    /** Completions until one fails (the fault seen); then until one answers again, within `minutes`: the seconds that took. */
+    async function failsThenRepairs(what: string, minutes: number): Promise<number> {
+        const status = () => completion(endpoint, apiKey).then((answer) => answer.status, () => 0);
+        const seenAt = Date.now();
         let answered = 200;
-        while (Date.now() < deadline && answered === 200) {
-            answered = await completion(endpoint, apiKey).then(
-                (answer) => answer.status,
-                () => 0,
-            );
+        while (Date.now() < seenAt + 60_000 && answered === 200) {
+            answered = await status();
             await new Promise((resolve) => setTimeout(resolve, 1000));
         }
-        expect(answered).not.toBe(200);
-        // What real vLLM did: each rank's container, some seconds after the kill.
-        await new Promise((resolve) => setTimeout(resolve, 5000));
-        const states = cluster.nodes.map((node) => onNode(node, "docker ps -a --filter name=vllm-fleet-vllm --format '{{.Status}}'").trim());
-        console.log(`after the headless rank's worker was killed: completion ${answered}; containers ${JSON.stringify(states)}`);
-        const up = await timed("repair-up", () => stack.up());
+        expect(answered, `a completion after ${what}`).not.toBe(200);
+        const failedAt = Date.now();
+        while (Date.now() < failedAt + minutes * 60_000 && (await status()) !== 200) {
+            await new Promise((resolve) => setTimeout(resolve, 3000));
+        }
+        const states = cluster.nodes.map((node) => onNode(node, "docker inspect --format '{{.State.Status}} restarts={{.RestartCount}}' vllm-fleet-vllm").trim());
+        const took = Math.round((Date.now() - failedAt) / 1000);
+        console.log(`after ${what}: first failed completion ${answered}; serving again after ${took} s; containers ${JSON.stringify(states)}`);
+        expect(await status(), `a completion ${minutes} minutes after ${what}`).toBe(200);
+        return took;
+    }
+
+    /** How many times Docker restarted each rank's container. */
+    const restartCounts = () => cluster.nodes.map((node) => Number(onNode(node, "docker inspect --format '{{.RestartCount}}' vllm-fleet-vllm").trim()));
+
+    it("repairs a killed headless rank by itself: real vLLM ends both ranks with status 0, their keepers make it a failure Docker restarts", async () => {
+        // vLLM names its worker processes (VLLM::Worker_TP1); killed, real vLLM stops both ranks.
+        const { observation, repairSeconds } = await observeRankDeath(api(), cluster.nodes, "docker exec vllm-fleet-vllm pkill -9 -f '^VLLM::Worker'", 10);
+        timings["self-repair-headless-worker"] = repairSeconds;
+        console.log(`a headless rank's worker killed: ${JSON.stringify(observation)}; serving again after ${repairSeconds} s`);
+        expect(observation["rank death: serving again by itself"]).toBe(true);
+        expect(conformanceDifferences(observation, "real")).toEqual([]);
+    }, 15 * 60_000);
+
+    it("repairs rank 0's API server killed by itself: Docker restarts rank 0, the headless rank's keeper sees it go and ends its rank to rejoin", async () => {
+        const before = restartCounts();
+        // vLLM's API server: the process rank 0's keeper (the container's first process) runs.
+        onNode(cluster.nodes[0], "docker exec vllm-fleet-vllm pkill -9 -P 1 -f 'vllm serve'");
+        timings["self-repair-rank0-api"] = await failsThenRepairs("rank 0's API server was killed", 10);
+        const after = restartCounts();
+        expect(after[0]).toBeGreaterThan(before[0]);
+        expect(after[1]).toBeGreaterThan(before[1]);
+        expect(onNode(cluster.nodes[1], "docker logs vllm-fleet-vllm 2>&1 | grep -c 'vllm-fleet rank: vLLM holds no connection to rank 0 at .* rank 0 is gone: ending this rank' || true").trim()).not.toBe("0");
+    }, 15 * 60_000);
+
+    it("leaves a plain up after the repairs nothing to do", async () => {
+        const up = await timed("up-after-repairs", () => stack.up());
         expect(up.summary.result).toBe("succeeded");
+        console.log(`a plain up after the repairs: ${JSON.stringify(up.summary.resourceChanges)}`);
+        expect(Object.keys(up.summary.resourceChanges ?? {})).toEqual(["same"]);
         expect((await completion(endpoint, apiKey)).status).toBe(200);
     }, 30 * 60_000);
 

@@ -161,6 +161,25 @@ export function putTinyModel(cluster: SimCluster, dir: string): void {
 }
 
 /**
+ * A model the workload image carries (/models/<model>: the real-vLLM image's tiny random-weight
+ * ones) put at `dir` on every node, as a download would leave it: copied out of the image on the
+ * first node, and from there to the others.
+ */
+export function putImageModel(cluster: SimCluster, model: string, dir: string): void {
+    const [first, ...others] = cluster.nodes;
+    onNode(
+        first,
+        `set -e; mkdir -p ${dir}; docker run --rm --network none --entrypoint sh -v ${dir}:/out ${cluster.workloadImage} -c 'cp -r /models/${model}/. /out/'; ` +
+            `chown -R ${cluster.sshUser} $(dirname ${dir})`,
+    );
+    for (const node of others) {
+        onNode(node, `mkdir -p ${dir}`);
+        execFileSync("bash", ["-c", `set -o pipefail; docker exec ${first.name} tar -C ${dir} -c . | docker exec -i ${node.name} tar -C ${dir} -x`]);
+        onNode(node, `chown -R ${cluster.sshUser} $(dirname ${dir})`);
+    }
+}
+
+/**
  * `vllm-fleet:vllm` of the proving ground's stacks. Every simulated Spark reports the host's memory
  * as its own (MemTotal), and they share it: at vLLM's default 0.9 the memory host check (vLLM's own
  * test at its start: that fraction of MemTotal free) refuses the stack, as real vLLM would.
