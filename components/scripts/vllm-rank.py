@@ -13,10 +13,10 @@ supervision.restartRetries) acts on:
   for it. The keeper of a headless rank (VLLM_FLEET_RANK0_ADDRESS set: rank 0's fabric address)
   looks every VLLM_FLEET_RANK0_INTERVAL seconds (default 5) at two things and ends its rank (exit 1),
   so Docker starts it again to join the next rank 0:
-  - vLLM's TCP connections to rank 0's address (its rendezvous store, gloo): once vLLM has held an
-    established one (it joined the group), none established for VLLM_FLEET_RANK0_FAILURES looks in
-    a row (default 3) means rank 0's processes are gone (their kernel closed the connections: they
-    linger in CLOSE-WAIT here);
+  - vLLM's TCP connections to rank 0's address (its rendezvous store, gloo): none established for
+    VLLM_FLEET_RANK0_FAILURES looks in a row (default 3), once vLLM has held one (it joined the
+    group) or while one lingers in CLOSE-WAIT (rank 0 closed it and vLLM never did: a group that
+    broke between two looks), means rank 0's processes are gone;
   - rank 0's /health (VLLM_FLEET_RANK0_HEALTH), once it has answered 200: its port refusing
     connections for VLLM_FLEET_RANK0_FAILURES looks in a row means rank 0 is gone (its API opens
     only once the whole group serves), also when its node restarted and its kernel never closed the
@@ -102,22 +102,24 @@ def vllm_sockets(session):
     return inodes
 
 
-def established_to(keys, session):
-    """How many of vLLM's TCP connections to the address (its keys) are established."""
+def connections_to(keys, session):
+    """How many of vLLM's TCP connections to the address (its keys) are established, and how many
+    linger in CLOSE-WAIT (the peer closed them, vLLM did not)."""
     inodes = vllm_sockets(session)
-    count = 0
+    established = closed_by_peer = 0
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         try:
             with open(table) as f:
                 next(f, None)
                 for line in f:
                     fields = line.split()
-                    # sl local remote st ... inode: state 01 is ESTABLISHED.
-                    if len(fields) > 9 and fields[3] == "01" and fields[2].rsplit(":", 1)[0] in keys and fields[9] in inodes:
-                        count += 1
+                    # sl local remote st ... inode: state 01 is ESTABLISHED, 08 CLOSE-WAIT.
+                    if len(fields) > 9 and fields[2].rsplit(":", 1)[0] in keys and fields[9] in inodes:
+                        established += fields[3] == "01"
+                        closed_by_peer += fields[3] == "08"
         except OSError:
             continue
-    return count
+    return established, closed_by_peer
 
 
 def exit_status(status):
@@ -194,14 +196,17 @@ def main(argv):
             now = next_look = time.monotonic()
             next_look += interval
             why = None
-            if established_to(rank0_keys, child) > 0:
+            established, closed_by_peer = connections_to(rank0_keys, child)
+            if established > 0:
                 if not joined:
                     log(f"joined rank 0 at {rank0}")
                 joined, lost = True, 0
-            elif joined:
+            elif joined or closed_by_peer > 0:
                 lost += 1
                 if lost >= failures_allowed:
                     why = f"vLLM holds no connection to rank 0 at {rank0} any more ({lost} looks in a row): rank 0 is gone"
+            else:
+                lost = 0
             if health and why is None:
                 answer = rank0_health(health, min(5.0, interval * 2))
                 if answer == "ok":

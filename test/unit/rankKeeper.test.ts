@@ -128,6 +128,23 @@ describe("the keeper of a vLLM rank", () => {
         expect(alive(pid)).toBe(false);
     });
 
+    it("ends a headless rank whose group broke before the keeper looked: its connection to rank 0 lingers in CLOSE-WAIT", async () => {
+        // Rank 0 accepts and closes at once: vLLM never closes its end (as a stuck headless rank does).
+        const store = net.createServer((socket) => socket.destroy());
+        await new Promise<void>((resolve) => store.listen(0, "127.0.0.1", resolve));
+        const port = (store.address() as AddressInfo).port;
+        const worker = `import socket, time; s = socket.create_connection(("127.0.0.1", ${port})); time.sleep(1000)`;
+        const { code, stderr } = await keep(`python3 -c '${worker}'`, {
+            VLLM_FLEET_RANK0_ADDRESS: "127.0.0.1",
+            VLLM_FLEET_RANK0_INTERVAL: "0.5",
+            VLLM_FLEET_RANK0_FAILURES: "2",
+        }).ended;
+        store.close();
+        expect(code).toBe(1);
+        expect(stderr).not.toContain("joined rank 0");
+        expect(stderr).toContain("vLLM holds no connection to rank 0 at 127.0.0.1 any more (2 looks in a row): rank 0 is gone");
+    });
+
     it("ends a headless rank whose rank 0 served and then refuses connections (its node restarted: nothing closed vLLM's connections)", async () => {
         const rank0 = await fakeRank0();
         const { ended } = keep("sleep 1000", {
