@@ -521,8 +521,9 @@ cmd_up() {
   identity="$(image_identity_in "$workload_tag")"
   if ((load && real)); then
     # The real-vLLM image (5 GB) goes to the first node only, straight from this engine: the
-    # product's own delivery (image.source copy) takes it to the others over the fabric.
-    load_workload "$(node_name "$cluster" 0)" "$workload_tag" "$identity" docker save "$workload_tag"
+    # product's own delivery (image.source copy) takes it to the others over the fabric. With its
+    # alias, which the sim-real stack names.
+    load_workload "$(node_name "$cluster" 0)" "$workload_tag" "$identity" docker save "$workload_tag" "$SIM_IMAGE_REAL_REPO:$SIM_IMAGE_ALIAS"
   elif ((load)); then
     local tarball
     # Named by the image's id, not its tag: an image rebuilt under the same tag (another cache, a

@@ -38,7 +38,11 @@ function stackValues(file: string): Record<string, unknown> {
 
 describe("the stacks in stacks/", () => {
     it("are the ones docs/architecture.md names", () => {
-        expect(stackFiles).toEqual(["Pulumi.sim.yaml", "Pulumi.spark-duo.yaml", "Pulumi.spark-quad.yaml", "Pulumi.spark-solo.yaml"]);
+        const architecture = fs.readFileSync(path.join(ROOT, "docs/architecture.md"), "utf8");
+        const line = architecture.split("\n- ").find((item) => item.startsWith("`stacks/`:")) ?? "";
+        const named = [...line.matchAll(/`([a-z][a-z-]*)`/g)].map((match) => `Pulumi.${match[1]}.yaml`).sort();
+        expect(named).toEqual(["Pulumi.sim-real.yaml", "Pulumi.sim.yaml", "Pulumi.spark-duo.yaml", "Pulumi.spark-quad.yaml", "Pulumi.spark-solo.yaml"]);
+        expect(stackFiles).toEqual(named);
     });
 
     it("README.md shows spark-duo whole, as stacks/ has it", () => {
