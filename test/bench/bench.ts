@@ -25,7 +25,8 @@
  * Simulated clusters are named bench<N> and removed at the end, also on failure or Ctrl-C.
  *
  * With `--image-update`, an image update copied to a node that has the build before (issue 24:
- * ./imageUpdate.ts): a report of its own.
+ * ./imageUpdate.ts): a report of its own. With `--real`, real vLLM (its CPU build) through the
+ * product against the same vLLM started by hand, and warm against cold compile caches (./realVllm.ts).
  */
 import * as fs from "fs";
 import * as path from "path";
@@ -34,6 +35,7 @@ import { parseBenchArgs } from "./args";
 import { measureFabric } from "./fabric";
 import { runFleetBench } from "./fleet";
 import { runImageUpdateBench } from "./imageUpdate";
+import { runRealBench } from "./realVllm";
 import { log } from "./log";
 import { Deployment, Measurements, baselineRound, prepare, round } from "./rounds";
 import { sshRoundTripSeconds } from "./ssh";
@@ -44,6 +46,12 @@ async function main(): Promise<void> {
     if (options.fleet) {
         // Fleets of services (./fleet.ts): a report of its own.
         if (!(await runFleetBench(options))) {
+            process.exit(1);
+        }
+        return;
+    }
+    if (options.real) {
+        if (!(await runRealBench(options))) {
             process.exit(1);
         }
         return;

