@@ -19,20 +19,17 @@
 import { execFileSync } from "child_process";
 import * as fs from "fs";
 import * as path from "path";
-import { parseFleetConfig } from "../../infra/core/config";
+import { FleetConfig, parseFleetConfig } from "../../infra/core/config";
 import { PlannedNode, mpServeProgram } from "../../infra/core/plan";
 import { openStack } from "../automation";
-import { SimCluster, SimNode, onNode, putImageModel, simDown, simStackConfig, simUp, tempWorkspace } from "../e2e/simCluster";
+import { REAL_MODEL, SimCluster, SimNode, onNode, putImageModel, realStackExtra, simDown, simStackConfig, simStackValues, simUp, tempWorkspace } from "../e2e/simCluster";
 import { BenchOptions } from "./args";
 import { quietMachine } from "./cpu";
 import { log } from "./log";
 import { TargetResult, median } from "./targets";
 
 const CLUSTER = "benchreal";
-const MODEL = "tiny-llama";
-const MODEL_DIR = `/home/spark/models/${MODEL}`;
-/** The stack's vLLM settings (those of test/e2e/real.test.ts). */
-const VLLM = { port: 8000, maxModelLen: 256, gpuMemoryUtilization: 0.2 };
+const { name: MODEL, dir: MODEL_DIR } = REAL_MODEL;
 const BY_HAND = "vllm-by-hand";
 /** The most time of `up` to serving per second of the same vLLM started by hand. */
 const UP_TARGET = 1.1;
@@ -92,10 +89,15 @@ export function realReport(record: RealRecord): string {
     return lines.join("\n");
 }
 
+/** The real lane's stack on `cluster`, validated as the program reads it. */
+function realConfig(cluster: SimCluster): FleetConfig {
+    return parseFleetConfig(simStackValues(cluster, MODEL_DIR, realStackExtra(cluster)));
+}
+
 /** Asks for a completion on the first node every second until one answers; the seconds since `since`. */
 async function servedAfter(cluster: SimCluster, since: number, limitSeconds: number): Promise<number> {
     const body = JSON.stringify({ model: MODEL, prompt: "hi", max_tokens: 2 });
-    const ask = `curl -sf -o /dev/null -m 30 http://127.0.0.1:${VLLM.port}/v1/completions -H 'Content-Type: application/json' -d '${body}' && echo served || true`;
+    const ask = `curl -sf -o /dev/null -m 30 http://127.0.0.1:${realConfig(cluster).vllm.port}/v1/completions -H 'Content-Type: application/json' -d '${body}' && echo served || true`;
     while (onNode(cluster.nodes[0], ask).trim() !== "served") {
         if (Date.now() - since > limitSeconds * 1000) {
             throw new Error(`vLLM started by hand did not serve within ${limitSeconds} s`);
@@ -111,7 +113,7 @@ async function servedAfter(cluster: SimCluster, since: number, limitSeconds: num
  * (the fabric address and interface), host network and IPC, the model read-only.
  */
 export function byHandCommand(cluster: SimCluster, node: SimNode): string {
-    const config = parseFleetConfig(simValues(cluster));
+    const config = realConfig(cluster);
     const planned: PlannedNode[] = cluster.nodes.map((each) => ({ name: each.name, fabric: { interface: each.fabricIface, ip: each.fabricIp, hcas: [], rdmaDevices: [] }, gpus: 1 }));
     const program = mpServeProgram(config, planned, node.index).filter((arg, index, all) => arg !== "--middleware" && all[index - 1] !== "--middleware");
     return (
@@ -133,30 +135,6 @@ async function startByHand(cluster: SimCluster): Promise<number> {
         onNode(node, `docker rm -f ${BY_HAND} >/dev/null`);
     }
     return seconds;
-}
-
-/** The stack's settings on `cluster` (test/e2e/real.test.ts's). */
-function simValues(cluster: SimCluster): Record<string, unknown> {
-    const values = simStackConfig(cluster, MODEL_DIR, realStack(cluster));
-    const parsed = (value: string): unknown => {
-        try {
-            return JSON.parse(value);
-        } catch {
-            return value; // a plain string (simStackConfig writes strings as they are)
-        }
-    };
-    return Object.fromEntries(Object.entries(values).map(([key, { value }]) => [key.replace(/^vllm-fleet:/, ""), parsed(value)]));
-}
-
-function realStack(cluster: SimCluster): Record<string, unknown> {
-    return {
-        executor: "mp",
-        parallelism: { tensor: 2 },
-        image: { name: cluster.workloadImage, source: "copy" },
-        model: { path: MODEL_DIR, servedName: MODEL },
-        vllm: VLLM,
-        timeouts: { sshConnectSeconds: 10, vllmReadySeconds: 900 },
-    };
 }
 
 export async function runRealBench(options: BenchOptions): Promise<boolean> {
@@ -198,7 +176,7 @@ export async function runRealBench(options: BenchOptions): Promise<boolean> {
         await startByHand(cluster);
         const workspace = tempWorkspace(`vllm-fleet-${CLUSTER}-`);
         workDir = workspace.dir;
-        const stack = await openStack(CLUSTER, { workDir, envVars: workspace.envVars, config: simStackConfig(cluster, MODEL_DIR, realStack(cluster)) });
+        const stack = await openStack(CLUSTER, { workDir, envVars: workspace.envVars, config: simStackConfig(cluster, MODEL_DIR, realStackExtra(cluster)) });
         const cacheDir = `/var/cache/vllm-fleet/${CLUSTER}`;
         const timedUp = async (): Promise<number> => {
             await quietMachine();

@@ -58,12 +58,11 @@ function errorOf(answer: { status: number; json: any }): Observation {
 export function phaseKinds(log: string): string[] {
     const kinds: string[] = [];
     for (const line of log.split(/\r?\n|\r/)) {
-        const phase = phaseOfLine(line);
-        if (phase !== undefined) {
-            const kind = VLLM_PHASES.find((candidate) => phaseOfLine(line, [candidate]) !== undefined)!.text.split(/[:{(]/)[0].trim();
-            if (kinds[kinds.length - 1] !== kind) {
-                kinds.push(kind);
-            }
+        // The table's first phase that names the line, as phaseOfLine takes it.
+        const phase = VLLM_PHASES.find((candidate) => phaseOfLine(line, [candidate]) !== undefined);
+        const kind = phase?.text.split(/[:{(]/)[0].trim();
+        if (kind !== undefined && kinds[kinds.length - 1] !== kind) {
+            kinds.push(kind);
         }
     }
     return kinds;

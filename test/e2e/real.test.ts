@@ -10,12 +10,10 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Stack } from "@pulumi/pulumi/automation";
 import { openStack } from "../automation";
 import { Api, conformanceDifferences, observeRankDeath, observeServing } from "./conformance";
-import { SimCluster, onNode, putImageModel, simStackConfig, simUp, tearDown, tempWorkspace, timer } from "./simCluster";
+import { REAL_MODEL, SimCluster, onNode, putImageModel, realStackExtra, simStackConfig, simUp, tearDown, tempWorkspace, timer } from "./simCluster";
 
 const NAME = "e2e-real";
-const MODEL = "tiny-llama";
-const MODEL_DIR = `/home/spark/models/${MODEL}`;
-const MAX_MODEL_LEN = 256;
+const { name: MODEL, dir: MODEL_DIR, maxModelLen: MAX_MODEL_LEN } = REAL_MODEL;
 const timings: Record<string, number> = {};
 const timed = timer(timings);
 
@@ -49,18 +47,7 @@ describe("real vLLM (CPU build), mp executor, tensor parallel 2 on 2 simulated S
         putImageModel(cluster, MODEL, MODEL_DIR);
         const workspace = tempWorkspace(`vllm-fleet-${NAME}-`);
         workDir = workspace.dir;
-        const config = simStackConfig(cluster, MODEL_DIR, {
-            executor: "mp",
-            parallelism: { tensor: 2 },
-            image: { name: cluster.workloadImage, source: "copy" },
-            model: { path: MODEL_DIR, servedName: MODEL },
-            // The nodes share this machine's memory. The plan keeps 3 GiB per rank for vLLM's runtime
-            // beside the weights, of MemTotal less the OS's reserve: 0.2 of it, as its refusal of 0.1
-            // says; vLLM's CPU build then asks 0.2 of MemTotal per rank and keeps for its KV cache
-            // what its process does not hold of that.
-            vllm: { port: 8000, maxModelLen: MAX_MODEL_LEN, gpuMemoryUtilization: 0.2 },
-            timeouts: { sshConnectSeconds: 10, vllmReadySeconds: 900 },
-        });
+        const config = simStackConfig(cluster, MODEL_DIR, realStackExtra(cluster));
         stack = await openStack(NAME, { workDir, envVars: workspace.envVars, config });
     }, 45 * 60_000);
 

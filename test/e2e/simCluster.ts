@@ -179,6 +179,29 @@ export function putImageModel(cluster: SimCluster, model: string, dir: string): 
     }
 }
 
+/** The real-vLLM image's tiny Llama, where the real lane and its bench put it on every node. */
+export const REAL_MODEL = { name: "tiny-llama", dir: "/home/spark/models/tiny-llama", maxModelLen: 256 };
+
+/**
+ * The settings of the real lane's stack (test/e2e/real.test.ts, and its bench: test/bench/realVllm.ts)
+ * beside {@link simStackValues}': real vLLM's CPU build, tensor parallel 2 over the mp executor, the
+ * image on the first node copied to the others by the product.
+ */
+export function realStackExtra(cluster: SimCluster): Record<string, unknown> {
+    return {
+        executor: "mp",
+        parallelism: { tensor: 2 },
+        image: { name: cluster.workloadImage, source: "copy" },
+        model: { path: REAL_MODEL.dir, servedName: REAL_MODEL.name },
+        // The nodes share this machine's memory. The plan keeps 3 GiB per rank for vLLM's runtime
+        // beside the weights, of MemTotal less the OS's reserve: 0.2 of it, as its refusal of 0.1
+        // says; vLLM's CPU build then asks 0.2 of MemTotal per rank and keeps for its KV cache
+        // what its process does not hold of that.
+        vllm: { port: 8000, maxModelLen: REAL_MODEL.maxModelLen, gpuMemoryUtilization: 0.2 },
+        timeouts: { sshConnectSeconds: 10, vllmReadySeconds: 900 },
+    };
+}
+
 /**
  * `vllm-fleet:vllm` of the proving ground's stacks. Every simulated Spark reports the host's memory
  * as its own (MemTotal), and they share it: at vLLM's default 0.9 the memory host check (vLLM's own
@@ -186,9 +209,9 @@ export function putImageModel(cluster: SimCluster, model: string, dir: string): 
  */
 export const SIM_VLLM = { port: 8000, maxModelLen: 4096, gpuMemoryUtilization: 0.3 };
 
-/** Stack config for a simulated cluster (keys with the `vllm-fleet:` prefix). */
-export function simStackConfig(cluster: SimCluster, modelDir: string, extra: Record<string, unknown> = {}): ConfigMap {
-    const values: Record<string, unknown> = {
+/** The settings of a stack for a simulated cluster (the keys without the `vllm-fleet:` prefix). */
+export function simStackValues(cluster: SimCluster, modelDir: string, extra: Record<string, unknown> = {}): Record<string, unknown> {
+    return {
         nodes: cluster.nodes.map((node) => ({
             name: `spark${node.index + 1}`,
             host: node.sshHost,
@@ -207,8 +230,12 @@ export function simStackConfig(cluster: SimCluster, modelDir: string, extra: Rec
         timeouts: { sshConnectSeconds: 10, rayReadySeconds: 180, vllmReadySeconds: 300 },
         ...extra,
     };
+}
+
+/** Stack config for a simulated cluster (keys with the `vllm-fleet:` prefix). */
+export function simStackConfig(cluster: SimCluster, modelDir: string, extra: Record<string, unknown> = {}): ConfigMap {
     const config: ConfigMap = {};
-    for (const [key, value] of Object.entries(values)) {
+    for (const [key, value] of Object.entries(simStackValues(cluster, modelDir, extra))) {
         config[`vllm-fleet:${key}`] = { value: typeof value === "string" ? value : JSON.stringify(value) };
     }
     return config;
