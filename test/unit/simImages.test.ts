@@ -27,4 +27,9 @@ describe("sim_stale_images", () => {
         const listing = [...keep, "vllm-fleet-sim/node:current", "vllm-fleet-sim/node:old1", "vllm-fleet-sim/workload-base:old2", "debian:bookworm", "someone/vllm-fleet-sim-node:x"];
         expect(stale(listing, keep)).toEqual(["vllm-fleet-sim/node:old1", "vllm-fleet-sim/workload-base:old2"]);
     });
+
+    it("leaves the images built on their own (real-vLLM, registry, monitoring) to their own recipes", () => {
+        const others = ["vllm-fleet-sim/workload-real:eee", "vllm-fleet-sim/registry:fff", "vllm-fleet-sim/monitoring:ggg", "vllm-fleet-sim/monitoring:current"];
+        expect(stale([...keep, ...others], keep)).toEqual([]);
+    });
 });
