@@ -34,12 +34,12 @@ export interface CompileCacheArgs {
     readonly runner: CommandRunner;
 }
 
-/** The scripts of the removal step: cache-remove.sh after docker-state.sh (its one_line). */
-export const CACHE_REMOVE = ["docker-state", "cache-remove"];
+/** The scripts of a removal step: dir-remove.sh after docker-state.sh (its one_line). */
+export const DIR_REMOVE = ["docker-state", "dir-remove"];
 
 /**
  * The stack's caches on one node, with the cache enabled: its step's delete removes them
- * (cache-remove.sh) only with `removeOnDestroy`, and keeps them otherwise. The step is there either
+ * (dir-remove.sh) only with `removeOnDestroy`, and keeps them otherwise. The step is there either
  * way, so that turning `removeOnDestroy` off changes its delete in place rather than deleting the
  * step, which would run the removal; with the cache turned off it goes, and removes only when asked.
  */
@@ -58,7 +58,7 @@ export class CompileCache extends pulumi.ComponentResource {
                 // Nothing to do at create: Docker makes each image's directory when a container mounts it.
                 create: `echo ${shQuote(`compile caches in ${plan.stackDir}`)}`,
                 delete: plan.removeOnDestroy
-                    ? scriptProgram(CACHE_REMOVE, { DIR: plan.stackDir, IMAGE: plan.image })
+                    ? scriptProgram(DIR_REMOVE, { DIR: plan.stackDir, WHAT: "compile cache", IMAGE: plan.image })
                     : `echo ${shQuote(`compile caches kept in ${plan.stackDir} (cache.removeOnDestroy is false)`)}`,
             },
             { parent: this },

@@ -1,12 +1,12 @@
 /**
  * What each node gets delivered before anything runs there (image.source pull or copy): the images of
- * the services placed on it and the gateway's. Part of the composition root (it takes the built nodes).
+ * the services placed on it, the gateway's, and the monitoring's. Part of the composition root (it takes the built nodes).
  */
 import { ImageDelivery, ImageSource, SparkNode } from "../components/sparkNode";
 import { unpinnedImageWarning } from "./core/image";
 import { deliveryMark, serviceResourceName } from "./core/names";
 import { DeliveryWant, NodeObservation, deliveryRevision } from "./core/observe";
-import { GatewayPlan, ServicePlan } from "./core/plan";
+import { GatewayPlan, MonitoringPlan, ServicePlan } from "./core/plan";
 
 /** How a delivery step's revision is found: the stack (its marks), the node's read, a new revision. */
 export interface DeliveryRead {
@@ -36,6 +36,7 @@ export function imageDeliveries(
     built: readonly SparkNode[],
     gateway: GatewayPlan | undefined,
     read: DeliveryRead,
+    monitoring?: MonitoringPlan,
 ): DeliveryStep[] {
     const steps = new Map<string, DeliveryStep>();
     // A step with its mark and revision, and the finding that says why it runs again.
@@ -81,6 +82,18 @@ export function imageDeliveries(
                 { image: image.name, copyFrom: head.name, identity: wantIdentity },
                 { image: image.name, copyFrom: source, wantIdentity, sourceIp: head.fabric.ip, targetIp: gateway.fabricIp },
             );
+        }
+    }
+    // The monitoring's images, pulled where they run: Prometheus's on its node, the exporter's on every node.
+    if (monitoring) {
+        const pulls = [
+            ...(monitoring.node === node ? [{ image: monitoring.image, step: `${node}-prometheus-image`, key: "vllm-fleet:monitoring.image.name" }] : []),
+            { image: monitoring.exporterImage, step: `${node}-node-exporter-image`, key: "vllm-fleet:monitoring.nodeExporter.image.name" },
+        ];
+        for (const pull of pulls) {
+            if (pull.image.source === "pull" && !steps.has(pull.image.name)) {
+                add(pull.step, { image: pull.image.name, pull: true }, { image: pull.image.name, pull: true, key: pull.key });
+            }
         }
     }
     return [...steps.values()];

@@ -14,6 +14,7 @@ import { Gateway, GatewayOutputs } from "../components/gateway";
 import { NodeFirewall } from "../components/firewall";
 import { HostPrep } from "../components/hostPrep";
 import { HubDownload } from "../components/hubDownload";
+import { Monitoring } from "../components/monitoring";
 import { Observer, observeOverSsh } from "../components/observer";
 import { RayCluster } from "../components/rayCluster";
 import { ServeArgsCheck } from "../components/serveArgsCheck";
@@ -29,8 +30,11 @@ import { describeFitPlan, fitNodeFromFacts } from "./core/fit";
 import { DEFAULT_SERVICE, serviceContainers, serviceResourceName } from "./core/names";
 import { NodeObservation, checkOwnership, firewallRevisions, newRevision, ofService } from "./core/observe";
 import { CachePlan, PreparedNode, ServicePlan, checkPrepared, planFleet, planServiceBudgets, planSwaps, preparedFacts, runningServices } from "./core/plan";
-import { reconcile } from "./core/reconcile";
+import { monitoringRevisions, reconcile } from "./core/reconcile";
+import { FleetOutputs, ServiceOutputs } from "./outputs";
 import { readStackConfig } from "./stackConfig";
+
+export { FleetOutputs, ServiceOutputs } from "./outputs";
 
 /**
  * The stack's API key, one for every service: the secret vllmApiKey, or one the stack makes and
@@ -63,48 +67,6 @@ function plainValue<T>(output: pulumi.Output<T>): Promise<T> {
     });
 }
 
-
-/** What a service puts out: where it serves, what, and how its ranks talk. */
-export interface ServiceOutputs {
-    readonly endpoint: string;
-    readonly model: string;
-    readonly nodes: string[];
-    readonly executor: "ray" | "mp";
-    /** The image and the vLLM and Ray versions its argument check found in it (`ray`: "none" without Ray). */
-    readonly image: { name: string; vllm: string; ray: string };
-    /** Per node, the transport NCCL chose over the fabric (`IB`: RoCE, `Socket`: TCP). */
-    readonly fabricTransport: Record<string, string>;
-    readonly completion: string;
-    readonly rayHead: string;
-    readonly tensorParallel: number;
-    readonly pipelineParallel: number;
-}
-
-/**
- * The outputs of a stack: every service under `services`, and, at the top, the first service's (the
- * single-model form's outputs as they always were).
- */
-export interface FleetOutputs {
-    readonly endpoint: pulumi.Output<string>;
-    readonly model: pulumi.Output<string>;
-    readonly nodes: string[];
-    readonly fabricIps: pulumi.Output<Record<string, string>>;
-    readonly rayHead: pulumi.Output<string>;
-    readonly rayStatus: pulumi.Output<string>;
-    readonly completion: pulumi.Output<string>;
-    readonly image: pulumi.Output<{ name: string; vllm: string; ray: string }>;
-    readonly fabricTransport: pulumi.Output<Record<string, string>>;
-    /** The API key clients send (`Authorization: Bearer`), a secret; "" with vllm.apiKey none. */
-    readonly apiKey: pulumi.Output<string>;
-    readonly tensorParallel: number;
-    readonly pipelineParallel: number;
-    /** Each service by name. */
-    readonly services: pulumi.Output<Record<string, ServiceOutputs>>;
-    /** The gateway's endpoint (config `gateway`): every service's models at one address; "" without one. */
-    readonly gatewayEndpoint: pulumi.Output<string>;
-    /** The gateway: its node, endpoint and routes (model -> the service's API); absent without one. */
-    readonly gateway?: pulumi.Output<GatewayOutputs>;
-}
 
 /** `judge()`, its refusal in the service's keys (`vllm-fleet:services[i].vllm.maxModelLen`) and named by the service. */
 function inServiceTerms<T>(plan: ServicePlan, judge: () => T): T {
@@ -295,6 +257,10 @@ export async function fleetProgram(observe: Observer = observeOverSsh): Promise<
         );
     }
 
+    // The monitoring's containers: kept while they run, replaced when found dead or missing.
+    const monitored = config.monitoring ? monitoringRevisions(config.monitoring.node, stack, stackNodes, newRevision) : undefined;
+    monitored?.findings.forEach((finding) => pulumi.log.warn(finding));
+
     // The plan, once: each node's fabric, the host checks (a refusal stops here), each service's
     // containers, serve arguments and checks.
     const plan = planFleet({
@@ -309,6 +275,7 @@ export async function fleetProgram(observe: Observer = observeOverSsh): Promise<
         gatewayScript: config.gateway ? readScript("gateway.py") : undefined,
         keyCheckScript: readScript("vllm_fleet_key.py"),
         rankKeeperScript: readScript("vllm-rank.py"),
+        monitoringRevisions: monitored,
     });
     for (const warning of plan.warnings) {
         pulumi.log.warn(warning);
@@ -321,7 +288,7 @@ export async function fleetProgram(observe: Observer = observeOverSsh): Promise<
     const observedIdentity = (service: ServicePlan) => observedBy[plan.services.indexOf(service)][0].facts.imageIdentity;
     const sparks: SparkNode[] = [];
     for (const [index, node] of config.nodes.entries()) {
-        const images = imageDeliveries(plan.services, observedIdentity, node.name, sparks, plan.gateway, { stack, observation: stackNodes[index], fresh: newRevision });
+        const images = imageDeliveries(plan.services, observedIdentity, node.name, sparks, plan.gateway, { stack, observation: stackNodes[index], fresh: newRevision }, plan.monitoring);
         for (const image of images) {
             if (image.finding) {
                 pulumi.log.warn(image.finding);
@@ -372,6 +339,19 @@ export async function fleetProgram(observe: Observer = observeOverSsh): Promise<
           })
         : undefined;
 
+    // Prometheus and the node exporters; given their targets once every service and the gateway serve.
+    const monitoring = plan.monitoring
+        ? new Monitoring("monitoring", {
+              nodes: sparks,
+              plan: plan.monitoring,
+              apiKey: key,
+              nodeSteps,
+              serving: [...deployed.map((service) => service.vllm), ...(gateway ? [gateway] : [])],
+              runner,
+              containerDriver: config.containerDriver,
+          })
+        : undefined;
+
     const first = deployed[0];
     const firstConfig = plan.services[0].config;
     return {
@@ -390,5 +370,7 @@ export async function fleetProgram(observe: Observer = observeOverSsh): Promise<
         services: pulumi.all(deployed.map((service) => service.outputs)).apply((list) => Object.fromEntries(list.map((outputs, index) => [plan.services[index].name, outputs]))),
         gatewayEndpoint: gateway ? gateway.endpoint : pulumi.output(""),
         ...(gateway ? { gateway: gateway.outputs } : {}),
+        ...(monitoring ? { monitoring: monitoring.outputs } : {}),
     };
 }
+

@@ -36,6 +36,8 @@ Configuration (environment):
   GATEWAY_ROUTES_FILE     the routes, a JSON list of {"model": id, "url": "http://<ip>:<port>"}
                           (required; it may not exist yet)
   GATEWAY_CHECK_SECONDS   how often the routes are checked (default 1)
+  GATEWAY_METRICS_HOST    where the router's Prometheus metrics listen, on its port 29000 (default
+                          127.0.0.1; the node's fabric address when the stack's Prometheus scrapes them)
   GATEWAY_ROUTER          the router's program (default vllm-router)
   GATEWAY_PROXY           the proxy's program (default haproxy)
 
@@ -58,6 +60,7 @@ ROUTES_FILE = os.environ["GATEWAY_ROUTES_FILE"]
 CHECK_SECONDS = float(os.environ.get("GATEWAY_CHECK_SECONDS", "1"))
 ROUTER = os.environ.get("GATEWAY_ROUTER", "vllm-router")
 PROXY = os.environ.get("GATEWAY_PROXY", "haproxy")
+METRICS_HOST = os.environ.get("GATEWAY_METRICS_HOST", "127.0.0.1")
 PROXY_CONFIG_FILE = "/tmp/vllm-fleet-gateway-haproxy.cfg"
 ADMIN = f"http://127.0.0.1:{ROUTER_PORT}"
 
@@ -138,7 +141,10 @@ def main():
     # to render every request (vLLM's /v1/completions/render, /v1/chat/completions/render: its
     # tokenizer, on the API server that streams the tokens) and only then sends it, a second round
     # trip before each request's first token.
-    router = start(ROUTER, ["--enable-igw", "--policy", "round_robin", "--host", "127.0.0.1", "--port", str(ROUTER_PORT)],
+    # Its Prometheus metrics on its default port, on the loopback, or where the stack's Prometheus
+    # reaches them (GATEWAY_METRICS_HOST: the node's fabric address, with monitoring).
+    router = start(ROUTER, ["--enable-igw", "--policy", "round_robin", "--host", "127.0.0.1", "--port", str(ROUTER_PORT),
+                            "--prometheus-host", METRICS_HOST],
                    "vllm-router (pip install vllm-router)")
     children = {"router": router, "proxy": proxy}
 

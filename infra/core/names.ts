@@ -46,6 +46,12 @@ export function gatewayContainer(stack: string): string {
     return `vllm-fleet-gateway-${stack.replace(/[^A-Za-z0-9_.-]/g, "-")}`;
 }
 
+/** The monitoring's containers (Prometheus on one node, an exporter on each), named after the stack like the gateway's. */
+export function monitoringContainers(stack: string): { prometheus: string; exporter: string } {
+    const safe = stack.replace(/[^A-Za-z0-9_.-]/g, "-");
+    return { prometheus: `vllm-fleet-prometheus-${safe}`, exporter: `vllm-fleet-node-exporter-${safe}` };
+}
+
 /** Label on every container vllm-fleet starts: the stack that made it (nothing else touches it). */
 export const STACK_LABEL = "vllm-fleet.stack";
 /**

@@ -4,7 +4,7 @@
  * ray executor starts again. Pure.
  */
 import { FleetConfig } from "./config";
-import { REVISION_LABEL, ServiceContainers, servingContainer } from "./names";
+import { REVISION_LABEL, ServiceContainers, monitoringContainers, servingContainer } from "./names";
 import { LiveContainer, NodeObservation } from "./observe";
 
 /** What reconciliation decided for this run. */
@@ -100,4 +100,41 @@ export function reconcile(
         findings.push(`node ${observations[0].node}: ${why}; up starts vllm serve again`);
     }
     return { revisions, serveToken, watchdogRevision, findings, deployed, servingAlive };
+}
+
+/**
+ * The revision of a container that stands on its own (Prometheus, a node exporter): the one it
+ * carries while it runs, so that `up` leaves it alone; else `fresh()`, so that `up` replaces it, with
+ * a finding when it is there but dead (a missing one is simply created: on a first deployment too).
+ */
+export function containerRevision(observation: Pick<NodeObservation, "node" | "containers">, name: string, fresh: () => string): { revision: string; finding?: string } {
+    const container = observation.containers.find((candidate) => candidate.name === name);
+    if (alive(container) && container.labels[REVISION_LABEL]) {
+        return { revision: container.labels[REVISION_LABEL] };
+    }
+    return { revision: fresh(), ...(container ? { finding: `node ${observation.node}: ${describeDead(container, name)}; up replaces it` } : {}) };
+}
+
+/**
+ * The revisions of Prometheus (on `node`) and of every node's exporter (containerRevision), and a
+ * finding for each found dead.
+ */
+export function monitoringRevisions(
+    node: string,
+    stack: string,
+    observations: readonly Pick<NodeObservation, "node" | "containers">[],
+    fresh: () => string,
+): { prometheus: string; exporters: Record<string, string>; findings: string[] } {
+    const names = monitoringContainers(stack);
+    const findings: string[] = [];
+    const decide = (observation: Pick<NodeObservation, "node" | "containers">, name: string) => {
+        const { revision, finding } = containerRevision(observation, name, fresh);
+        findings.push(...(finding ? [finding] : []));
+        return revision;
+    };
+    return {
+        prometheus: decide(observations.find((observation) => observation.node === node)!, names.prometheus),
+        exporters: Object.fromEntries(observations.map((observation) => [observation.node, decide(observation, names.exporter)])),
+        findings,
+    };
 }

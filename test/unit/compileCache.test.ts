@@ -8,7 +8,7 @@ import * as fs from "fs";
 import * as os from "os";
 import * as path from "path";
 import { describe, expect, it } from "vitest";
-import { CACHE_REMOVE } from "../../components/compileCache";
+import { DIR_REMOVE } from "../../components/compileCache";
 import { bashCommand, scriptProgram } from "../../components/shell";
 import { parseFleetConfig } from "../../infra/core/config";
 import { CONTAINER_CACHE_DIR, cacheKey } from "../../infra/core/plan";
@@ -111,7 +111,7 @@ describe("the program", async () => {
 });
 
 /**
- * Runs cache-remove.sh as the runners send it, with a stand-in `docker` that records its calls and
+ * Runs dir-remove.sh as the runners send it, with a stand-in `docker` that records its calls and
  * exits with `dockerExit`; with `userMayNot`, a stand-in `rm` that answers as for files written by
  * root (the tests may run as root, who may remove anything).
  */
@@ -124,7 +124,7 @@ function removeCache(dir: string, dockerExit: number, userMayNot = false): { sta
         // STAND-IN for rm as a user who may not remove files root wrote.
         fs.writeFileSync(path.join(bin, "rm"), `#!/usr/bin/env bash\necho "rm: cannot remove '\${@: -1}/x': Permission denied" >&2\nexit 1\n`, { mode: 0o755 });
     }
-    const result = spawnSync("bash", ["-c", bashCommand(scriptProgram(CACHE_REMOVE, { DIR: dir, IMAGE: "vllm:test" }))], {
+    const result = spawnSync("bash", ["-c", bashCommand(scriptProgram(DIR_REMOVE, { DIR: dir, WHAT: "compile cache", IMAGE: "vllm:test" }))], {
         encoding: "utf8",
         env: { ...process.env, PATH: `${bin}:${process.env.PATH}` },
     });
@@ -133,7 +133,7 @@ function removeCache(dir: string, dockerExit: number, userMayNot = false): { sta
     return { status: result.status ?? -1, stdout: result.stdout, stderr: result.stderr, dockerCalls };
 }
 
-describe("cache-remove.sh", () => {
+describe("dir-remove.sh", () => {
     it("takes a missing directory for done", () => {
         const outcome = removeCache("/nonexistent/vllm-fleet/unit", 0);
         expect(outcome).toMatchObject({ status: 0, dockerCalls: "" });
@@ -157,7 +157,7 @@ describe("cache-remove.sh", () => {
         fs.mkdirSync(path.join(root, "unit", "image-0123456789abcdef"), { recursive: true });
         const done = removeCache(path.join(root, "unit"), 0, true);
         expect(done.status).toBe(0);
-        expect(done.dockerCalls.trim()).toBe(`run --rm --network none --user 0 --entrypoint rm --volume ${root}:/vllm-fleet-cache-parent vllm:test -rf -- /vllm-fleet-cache-parent/unit`);
+        expect(done.dockerCalls.trim()).toBe(`run --rm --network none --user 0 --entrypoint rm --volume ${root}:/vllm-fleet-dir-parent vllm:test -rf -- /vllm-fleet-dir-parent/unit`);
         expect(done.stdout).toContain(`removed the compile cache ${root}/unit (as root, in a container of vllm:test)`);
         const failed = removeCache(path.join(root, "unit"), 125, true);
         expect(failed.status).toBe(1);

@@ -49,7 +49,7 @@ describe("the program reads the whole vllm-fleet namespace", () => {
         const message = await failureOf({ ...duo, tensorParalel: 2, openaiToken: "sk-do-not-print" });
         expect(message.split("\n").slice(1)).toEqual([
             "  - vllm-fleet:tensorParalel: unknown key; expected a key vllm-fleet reads; did you mean vllm-fleet:parallelism.tensor? (set with `pulumi config set --path parallelism.tensor <value>`)",
-            "  - vllm-fleet:openaiToken: unknown key; expected a key vllm-fleet reads: nodes, ssh, fabric, services, image, containerDriver, commandRunner, swap, executor, model, parallelism, vllm, ray, container, timeouts, supervision, security, hostChecks, hostPrep, cache, gateway, sshPrivateKey, vllmApiKey, hfToken",
+            "  - vllm-fleet:openaiToken: unknown key; expected a key vllm-fleet reads: nodes, ssh, fabric, services, image, containerDriver, commandRunner, swap, executor, model, parallelism, vllm, ray, container, timeouts, supervision, security, hostChecks, hostPrep, cache, gateway, monitoring, sshPrivateKey, vllmApiKey, hfToken",
         ]);
         expect(message).not.toContain("do-not-print");
     });

@@ -136,7 +136,11 @@ export function liveAfter(run: MockRun, watchdogNode: (resource: string) => stri
                 token = served[1];
             }
             // The watchdog runs on its service's first node (spark1 in the single-model unit stacks).
-            const onNode = resource.name.includes(`-${node}-`) || (resource.name.endsWith("-watchdog") && watchdogNode(resource.name) === node);
+            // A node exporter is `<node>-node-exporter`; Prometheus runs where `watchdogNode` says too.
+            const onNode =
+                resource.name.includes(`-${node}-`) ||
+                resource.name === `${node}-node-exporter` ||
+                ((resource.name.endsWith("-watchdog") || resource.name === "monitoring-prometheus") && watchdogNode(resource.name) === node);
             if (name && onNode) {
                 containers.push(JSON.stringify({ name: `/${name}`, id: `${resource.name}-id`, status: "running", running: true, restarting: false, exitCode: 0, restartCount: 0, startedAt: "", labels }));
             }
@@ -270,6 +274,11 @@ export async function runProgram(
                 } else if (args.type === "pulumi-nodejs:dynamic/secret:FleetSecret") {
                     // The stand-in of the random value the provider makes: known, to be looked for.
                     return { id: `${name}-id`, state: { ...args.inputs, value: `generated-${name}` } };
+                } else if (name === "monitoring-config") {
+                    // Prometheus scraped every target it was given up.
+                    const program = String(unsecret(args.inputs.create));
+                    const list = /ADDRESSES=\(([^)]*)\)/.exec(program)?.[1] ?? "";
+                    stdout = [...list.matchAll(/'([^']+)'/g)].map((match) => `target ${match[1]} up`).join("\n");
                 } else if (/-serve$/.test(name)) {
                     stdout = 'started\ncompletion {"choices":[{"text":"ranks: 0@x"}]}';
                 } else {

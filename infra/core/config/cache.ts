@@ -12,8 +12,11 @@ export const DEFAULT_CACHE_DIR = "/var/cache/vllm-fleet";
 
 const CACHE_DEFAULTS = { enabled: true, dir: DEFAULT_CACHE_DIR, removeOnDestroy: false };
 
-/** Why `value` (an absolute path) cannot be the cache directory, or undefined when it can. */
-function cacheDirProblem(value: string): string | undefined {
+/**
+ * Why `value` (an absolute path) cannot be a directory the fleet's containers mount and write (the
+ * compile caches, Prometheus's data: `writer` says who writes it), or undefined when it can.
+ */
+export function ownDirectoryProblem(value: string, writer: string): string | undefined {
     // Docker's bind mount (`--volume source:target`, the Docker provider's binds) splits at ':'.
     if (ABSOLUTE_PATH.test(value) && (value.includes(":") || value.includes(","))) {
         return "a directory whose path has no ':' or ',' (Docker's mount syntax splits there)";
@@ -22,8 +25,10 @@ function cacheDirProblem(value: string): string | undefined {
     if (!place) {
         return undefined;
     }
-    return place.kind === "kernel" ? `a directory on disk, not ${place.text}` : `a directory of its own, not ${place.text} (it is written by the serving containers)`;
+    return place.kind === "kernel" ? `a directory on disk, not ${place.text}` : `a directory of its own, not ${place.text} (it is written by ${writer})`;
 }
+
+const cacheDirProblem = (value: string) => ownDirectoryProblem(value, "the serving containers");
 
 export const cacheSchema = z
     .strictObject({

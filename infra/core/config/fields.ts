@@ -30,18 +30,21 @@ function tagged(name: string): string {
     return `${parsed.repository}:${parsed.tag ?? "<tag>"}`;
 }
 
+/** An image reference: a tag (`repo:tag`) or a pin by registry digest (`repo@sha256:...`, `repo:tag@sha256:...`). */
+export const imageNameSchema = z
+    .string()
+    .regex(IMAGE_REF, "a Docker image reference such as nvcr.io/nvidia/vllm:25.11-py3 (or pinned: nvcr.io/nvidia/vllm@sha256:<64 hex>)")
+    .superRefine((value, context) => {
+        const problem = IMAGE_REF.test(value) ? imageDigestProblem(value) : undefined;
+        if (problem) {
+            context.addIssue({ code: "custom", message: problem });
+        }
+    });
+
 export const imageSchema = z
     .strictObject({
         /** A tag (`repo:tag`) or a pin by registry digest (`repo@sha256:...`, `repo:tag@sha256:...`). */
-        name: z
-            .string()
-            .regex(IMAGE_REF, "a Docker image reference such as nvcr.io/nvidia/vllm:25.11-py3 (or pinned: nvcr.io/nvidia/vllm@sha256:<64 hex>)")
-            .superRefine((value, context) => {
-                const problem = IMAGE_REF.test(value) ? imageDigestProblem(value) : undefined;
-                if (problem) {
-                    context.addIssue({ code: "custom", message: problem });
-                }
-            }),
+        name: imageNameSchema,
         /**
          * How the image gets onto the nodes: `present` (already there; preflight checks), `pull` (docker
          * pull on every node), `copy` (docker save on the first node, docker load on the others over the

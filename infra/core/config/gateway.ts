@@ -27,8 +27,8 @@ export const gatewaySchema = z.strictObject({
 
 export type GatewayConfig = z.output<typeof gatewaySchema>;
 
-/** The services' ports on the gateway's node, by key, for the check of gateway.port. */
-function portsOn(node: string, services: readonly ServiceInput[], nodes: readonly FleetNode[], oneModel: boolean): { key: string; port: number; ray: boolean }[] {
+/** The services' ports on `node`, by key (`ray`: a Ray cluster runs there), for the checks of the gateway's and monitoring's ports. */
+export function servicePortsOn(node: string, services: readonly ServiceInput[], nodes: readonly FleetNode[], oneModel: boolean): { key: string; port: number; ray: boolean }[] {
     const ports: { key: string; port: number; ray: boolean }[] = [];
     services.forEach((service, index) => {
         const own = service.nodes ?? nodes.map((entry) => entry.name);
@@ -57,7 +57,7 @@ export function gatewayIssues(gateway: GatewayConfig, services: readonly Service
         return [{ path: ["gateway", "node"], value: gateway.node, expected: `the name of a node in vllm-fleet:nodes (${nodes.map((entry) => entry.name).join(", ")})` }];
     }
     const taken: string[] = [];
-    const ports = portsOn(node.name, services, nodes, oneModel);
+    const ports = servicePortsOn(node.name, services, nodes, oneModel);
     taken.push(...ports.filter((entry) => entry.port === gateway.port).map((entry) => entry.key));
     const byRay = ports.some((entry) => entry.ray) ? rayTakes(gateway.port, true) : undefined;
     if (byRay) {

@@ -15,4 +15,5 @@ export { HOST_CHECK_DEFAULTS, HostCheckName, HostCheckPolicy } from "./host";
 export { HUB_COMMIT, normalizeAbsolutePath } from "./model";
 export { parseFleetConfig } from "./parse";
 export { GATEWAY_METRICS_PORT, GATEWAY_ROUTER_PORT, GatewayConfig } from "./gateway";
+export { DEFAULT_MONITORING_DATA_DIR, MonitoringConfig, NODE_EXPORTER_IMAGE, PROMETHEUS_IMAGE } from "./monitoring";
 export { EVERYONE, SecurityConfig, clientPortsWarning, clientsAreEveryone } from "./security";

@@ -28,6 +28,7 @@ export const CONFIG_KEYS = [
     "hostPrep",
     "cache",
     "gateway",
+    "monitoring",
 ] as const;
 export type ConfigKey = (typeof CONFIG_KEYS)[number];
 

@@ -9,6 +9,7 @@ import { hostChecksSchema, hostPrepSchema } from "./host";
 import { cacheSchema } from "./cache";
 import { gatewayIssues, gatewaySchema } from "./gateway";
 import { modelSchema } from "./model";
+import { monitoringIssues, monitoringSchema } from "./monitoring";
 import { securityIssues, securitySchema } from "./security";
 import { CrossKeyIssue } from "./ports";
 import { DEFAULT_GPU_MEMORY_UTILIZATION, FleetNode, NAME, executorSchema, imageSchema, parallelismSchema, raySchema, vllmSchema } from "./fields";
@@ -125,6 +126,8 @@ const stackShape = {
     cache: cacheSchema,
     /** One endpoint for every service (config/gateway.ts); none when unset. */
     gateway: gatewaySchema.optional(),
+    /** Prometheus, the node exporters and the alert rules (config/monitoring.ts); none when unset. */
+    monitoring: monitoringSchema.optional(),
 };
 /** The single-model form: today's keys, `image` and `model` required (every key the program reads is here). */
 const oneModelObjectSchema = z.strictObject(stackShape);
@@ -179,6 +182,8 @@ function resolveConfig(parsed: ParsedConfig) {
         cache: parsed.cache,
         /** The gateway in front of the services, when the stack has one. */
         gateway: parsed.gateway,
+        /** Prometheus and its exporters, when the stack has them. */
+        monitoring: parsed.monitoring,
         /** The models the stack serves (at least one; the single-model form: `vllm` on every node). */
         services,
     };
@@ -266,6 +271,9 @@ function crossKeyIssues(parsed: ParsedConfig): CrossKeyIssue[] {
     issues.push(...securityIssues(parsed.security, parsed.gateway !== undefined));
     if (parsed.gateway) {
         issues.push(...gatewayIssues(parsed.gateway, serviceInputs(parsed), nodes, parsed.services === undefined));
+    }
+    if (parsed.monitoring) {
+        issues.push(...monitoringIssues(parsed.monitoring, serviceInputs(parsed), nodes, parsed.services === undefined, parsed.gateway));
     }
     if (parsed.services === undefined) {
         issues.push(...serviceIssues(serviceInputs(parsed)[0], nodes, parsed.cache, []));

@@ -6,7 +6,7 @@
  * (components/scripts/firewall.sh). Pure.
  */
 import * as crypto from "crypto";
-import { FleetConfig } from "../config";
+import { FleetConfig, GATEWAY_METRICS_PORT } from "../config";
 
 /** Ray's client server, its worker processes' range and its dashboard agent (Ray's defaults, kept). */
 export const RAY_INTERNAL_PORTS = ["10001:19999", "52365"] as const;
@@ -51,7 +51,7 @@ export interface FirewallPlan {
  * ports of those services (Ray's, or vLLM's rendezvous) to the fabric subnet only.
  */
 export function planFirewalls(
-    config: Pick<FleetConfig, "security" | "nodes" | "fabric" | "gateway">,
+    config: Pick<FleetConfig, "security" | "nodes" | "fabric" | "gateway" | "monitoring">,
     services: readonly Pick<FleetConfig, "nodes" | "executor" | "ray" | "vllm">[],
     stack: string,
     revisions: Readonly<Record<string, string>>,
@@ -71,7 +71,7 @@ export function planFirewalls(
             openPorts: [String(node.port)],
             clientPorts: clientPorts(config, placed, node.name),
             clients: security.clients,
-            closedPorts: unique([...(behindGateway ? apiPorts : []), ...placed.flatMap(closedPorts)]),
+            closedPorts: unique([...(behindGateway ? apiPorts : []), ...placed.flatMap(closedPorts), ...monitoringInternalPorts(config, node.name)]),
             marker: firewallMarker(stack),
             revision: revisions[node.name] ?? "",
         };
@@ -81,17 +81,33 @@ export function planFirewalls(
 const unique = (values: readonly string[]) => [...new Set(values)];
 
 /**
- * The ports of `node` (of every node when omitted) that face clients: the gateway's on its node and
- * the API port of each service placed there, unless `security.servicePorts: gateway` leaves clients
+ * With monitoring, what only Prometheus reaches on `node`, over the fabric: the node exporter's port,
+ * and the gateway router's metrics on the gateway's node (both listen on the fabric address anyway).
+ */
+function monitoringInternalPorts(config: Pick<FleetConfig, "gateway" | "monitoring">, node: string): string[] {
+    if (!config.monitoring) {
+        return [];
+    }
+    return [String(config.monitoring.nodeExporter.port), ...(config.gateway?.node === node ? [String(GATEWAY_METRICS_PORT)] : [])];
+}
+
+/**
+ * The ports of `node` (of every node when omitted) that face clients: the gateway's and Prometheus's
+ * on their nodes and the API port of each service placed there, unless `security.servicePorts: gateway` leaves clients
  * the gateway only.
  */
 export function clientPorts(
-    config: Pick<FleetConfig, "security" | "gateway">,
+    config: Pick<FleetConfig, "security" | "gateway" | "monitoring">,
     services: readonly Pick<FleetConfig, "nodes" | "vllm">[],
     node?: string,
 ): string[] {
     const { gateway } = config;
     const placed = node === undefined ? services : services.filter((service) => service.nodes.some((own) => own.name === node));
     const apiPorts = config.security.servicePorts === "gateway" ? [] : placed.map((service) => String(service.vllm.port));
-    return unique([...(gateway !== undefined && (node === undefined || gateway.node === node) ? [String(gateway.port)] : []), ...apiPorts]);
+    const { monitoring } = config;
+    return unique([
+        ...(gateway !== undefined && (node === undefined || gateway.node === node) ? [String(gateway.port)] : []),
+        ...apiPorts,
+        ...(monitoring !== undefined && (node === undefined || monitoring.node === node) ? [String(monitoring.port)] : []),
+    ]);
 }

@@ -7,7 +7,6 @@
  * the fit of the model. Pure: tested without hosts or Pulumi.
  */
 import { FleetConfig, ServiceConfig, clientPortsWarning } from "../config";
-import { managedFlagKeys } from "../config/vllmFlags";
 import { ContainerSpec } from "../containerSpec";
 import { NodeFacts } from "../facts";
 import { enforceHostChecks } from "../hostChecks";
@@ -22,9 +21,10 @@ import { KeyCheckPlan, ServiceContext, mpRankSpec, mpServeProgram, planKeyCheck,
 import { FirewallPlan, clientPorts, planFirewalls } from "./firewall";
 import { GatewayPlan, planGateway } from "./gateway";
 import { HostPrepPlan, planHostPrep } from "./hostPrep";
+import { MonitoringPlan, MonitoringRevisions, planMonitoring } from "./monitoring";
 import { NODE_LOCAL_ENV, transportHint, transportPolicy } from "./network";
 import { ObservedNode, PlannedNode, fabricWarnings, gpusNeeded, planNodes } from "./nodes";
-import { apiBindAddress, apiProbeAddress, vllmServeArgs } from "./serveArgs";
+import { apiBindAddress, apiProbeAddress, argsCheckKeys, vllmServeArgs } from "./serveArgs";
 
 /** A copy from the first node to another over the fabric (the image with image.source copy, the weights with model.sync rsync). */
 export interface CopyPlan {
@@ -148,6 +148,8 @@ export interface FleetPlan {
     readonly services: readonly ServicePlan[];
     /** The gateway in front of the services (config `gateway`); none when unset. */
     readonly gateway?: GatewayPlan;
+    /** Prometheus and the node exporters (config `monitoring`); none when unset. */
+    readonly monitoring?: MonitoringPlan;
 }
 
 /** What one service is planned from. */
@@ -187,15 +189,8 @@ export interface PlanInput {
     readonly keyCheckScript: string;
     /** The keeper of each vLLM rank of the mp executor (components/scripts/vllm-rank.py). */
     readonly rankKeeperScript: string;
-}
-
-/**
- * `<text>|<config key>` pairs for the check of the serve arguments: each flag vllm-fleet sets from a
- * key (config/vllmFlags.ts, with the words vLLM's refusals use for it), and each flag of
- * `vllm.extraArgs`.
- */
-export function argsCheckKeys(config: Pick<FleetConfig, "vllm">): string[] {
-    return [...managedFlagKeys(), ...config.vllm.extraArgs.filter((arg) => arg.startsWith("-")).map((arg) => `${arg.split("=")[0]}|vllm.extraArgs`)];
+    /** The monitoring containers' revisions as the read decided (reconcile.ts containerRevision); needed with config `monitoring`. */
+    readonly monitoringRevisions?: MonitoringRevisions;
 }
 
 /**
@@ -235,6 +230,14 @@ export function planFleet(input: PlanInput): FleetPlan {
         input.firewallRevisions,
     );
     const openToAll = clientPortsWarning(config.security, clientPorts(config, input.services.map((service) => service.config)));
+    const gateway = planGateway(
+        config,
+        stack,
+        nodes,
+        services.map((service) => ({ name: service.name, servedNames: [service.vllm.modelId], apiAddress: service.nodes[0].fabric.ip, port: service.config.vllm.port })),
+        { launcher: input.gatewayScript ?? "", watchdog: input.watchdogScript },
+    );
+    const monitoring = planMonitoring(config, stack, nodes, services, gateway, input.monitoringRevisions ?? { prometheus: "", exporters: {} });
     return {
         nodes,
         warnings: [...fabricWarnings(config, nodes), ...hostWarnings, ...[imageStoreWarning(input.nodes), openToAll].filter((warning): warning is string => warning !== undefined)],
@@ -246,13 +249,8 @@ export function planFleet(input: PlanInput): FleetPlan {
         ),
         cache: planCache(config, stack),
         services,
-        gateway: planGateway(
-            config,
-            stack,
-            nodes,
-            services.map((service) => ({ name: service.name, servedNames: [service.vllm.modelId], apiAddress: service.nodes[0].fabric.ip, port: service.config.vllm.port })),
-            { launcher: input.gatewayScript ?? "", watchdog: input.watchdogScript },
-        ),
+        gateway,
+        monitoring,
     };
 }
 

@@ -205,6 +205,7 @@ export function planGateway(
     const node = config.nodes.find((entry) => entry.name === gateway.node)!;
     const host = urlHost(node.host);
     const container = gatewayContainer(stack);
+    const fabricIp = nodes.find((planned) => planned.name === gateway.node)!.fabric.ip;
     const routeList = JSON.stringify(routes.map((route) => ({ model: route.model, url: route.url })));
     const { supervision } = config;
     const keyed = config.vllm.apiKey !== "none";
@@ -217,6 +218,8 @@ export function planGateway(
             GATEWAY_ROUTER_PORT: String(GATEWAY_ROUTER_PORT),
             GATEWAY_ROUTES_FILE: GATEWAY_ROUTES_FILE,
             GATEWAY_PROXY_CONFIG: gatewayProxyConfig({ port: gateway.port, routerPort: GATEWAY_ROUTER_PORT, allowedOrigins: config.security.allowedOrigins, keyed }),
+            // With monitoring, the router's metrics where the stack's Prometheus reaches them: the fabric.
+            ...(config.monitoring ? { GATEWAY_METRICS_HOST: fabricIp } : {}),
         },
         mounts: [],
         networkHost: true,
@@ -229,7 +232,7 @@ export function planGateway(
     };
     return {
         node: gateway.node,
-        fabricIp: nodes.find((planned) => planned.name === gateway.node)!.fabric.ip,
+        fabricIp,
         port: gateway.port,
         endpoint: `http://${host}:${gateway.port}/v1`,
         routes,

@@ -4,7 +4,7 @@
  */
 import * as path from "path";
 import { FleetConfig } from "../config";
-import { MANAGED_FLAGS, ServeValues } from "../config/vllmFlags";
+import { MANAGED_FLAGS, ServeValues, managedFlagKeys } from "../config/vllmFlags";
 import { PlannedNode } from "./nodes";
 
 /** Where the container that runs vLLM's API server carries vllm-fleet's key check (first on PYTHONPATH). */
@@ -64,4 +64,13 @@ function managedArgs(values: ServeValues, multiNode: boolean): string[] {
 export function vllmServeArgs(config: FleetConfig, host: string, mp?: ServeValues["mp"]): string[] {
     const values = serveValues(config, host, mp);
     return ["serve", containerModelPath(config), ...managedArgs(values, false), ...config.vllm.extraArgs, ...managedArgs(values, true)];
+}
+
+/**
+ * `<text>|<config key>` pairs for the check of the serve arguments: each flag vllm-fleet sets from a
+ * key (config/vllmFlags.ts, with the words vLLM's refusals use for it), and each flag of
+ * `vllm.extraArgs`.
+ */
+export function argsCheckKeys(config: Pick<FleetConfig, "vllm">): string[] {
+    return [...managedFlagKeys(), ...config.vllm.extraArgs.filter((arg) => arg.startsWith("-")).map((arg) => `${arg.split("=")[0]}|vllm.extraArgs`)];
 }

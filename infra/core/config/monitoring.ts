@@ -1,0 +1,138 @@
+/**
+ * `vllm-fleet:monitoring`: Prometheus on a node the stack names, scraping every service's
+ * `/metrics`, the gateway's router and a node exporter on every node, with the alert rules vllm-fleet
+ * ships (plan/monitoring.ts). Off without the key; `monitoring.node` alone turns it on. The schema,
+ * and the checks across keys: the node is one of `nodes`, the ports are free where they listen. Pure.
+ */
+import { z } from "zod";
+import { ownDirectoryProblem } from "./cache";
+import { FleetNode, imageNameSchema } from "./fields";
+import { GATEWAY_METRICS_PORT, GATEWAY_ROUTER_PORT, GatewayConfig, servicePortsOn } from "./gateway";
+import { ABSOLUTE_PATH, normalizeAbsolutePath } from "./model";
+import { CrossKeyIssue, rayTakes } from "./ports";
+import { ServiceInput } from "./services";
+
+/**
+ * The official images, by tag (Prometheus's long-term-support line, and the node exporter of its
+ * time): `pulumi preview` names the digest a node has, to pin them by (like every image of a stack).
+ */
+export const PROMETHEUS_IMAGE = "prom/prometheus:v3.5.0";
+export const NODE_EXPORTER_IMAGE = "prom/node-exporter:v1.9.1";
+/** Where Prometheus keeps its data on its node: `<dataDir>/<stack>`. */
+export const DEFAULT_MONITORING_DATA_DIR = "/var/lib/vllm-fleet/prometheus";
+
+/** A monitoring image: pulled (the default), or already on the node (`present`). */
+const monitoringImage = (name: string) =>
+    z
+        .strictObject({
+            name: imageNameSchema,
+            /** `pull` (docker pull on each node that runs it) or `present` (already there). */
+            source: z.enum(["present", "pull"]).default("pull"),
+        })
+        .default({ name, source: "pull" });
+
+const port = z.number().int().min(1).max(65535);
+// Prometheus's duration syntax for the retention (one unit: 15d, 90d, 1y, 12h).
+const DURATION = /^[1-9][0-9]{0,5}(ms|s|m|h|d|w|y)$/;
+
+const NODE_EXPORTER_DEFAULTS = { image: { name: NODE_EXPORTER_IMAGE, source: "pull" as const }, port: 9100 };
+
+export const monitoringSchema = z.strictObject({
+    /** The node (from `nodes`) Prometheus runs on. */
+    node: z.string(),
+    /** Prometheus's port (its web UI and API), on every address of that node: behind security.clients with the firewall. */
+    port: port.default(9090),
+    /** How often every target is scraped and the alert rules are evaluated. */
+    scrapeIntervalSeconds: z.number().int().min(1).max(300).default(10),
+    /** How long Prometheus keeps samples (its --storage.tsdb.retention.time). */
+    retention: z.string().regex(DURATION, "a duration such as 15d, 90d, 1y or 12h (a whole number and one of ms, s, m, h, d, w, y)").default("15d"),
+    /** The directory on the node that holds Prometheus's data; this stack's is `<dataDir>/<stack>`. */
+    dataDir: z
+        .string()
+        .regex(ABSOLUTE_PATH, "an absolute path on the monitoring node, such as /var/lib/vllm-fleet/prometheus")
+        .superRefine((value, context) => {
+            const problem = ownDirectoryProblem(value, "Prometheus");
+            if (problem) {
+                context.addIssue({ code: "custom", message: problem });
+            }
+        })
+        .transform(normalizeAbsolutePath)
+        .default(DEFAULT_MONITORING_DATA_DIR),
+    /** `pulumi destroy` removes this stack's data (`<dataDir>/<stack>`); default: it stays for the next deployment. */
+    removeDataOnDestroy: z.boolean().default(false),
+    /** Prometheus's image: the official one by default. */
+    image: monitoringImage(PROMETHEUS_IMAGE),
+    /** The node exporter on every node of the stack, on its fabric address only (Prometheus reaches it there). */
+    nodeExporter: z
+        .strictObject({
+            image: monitoringImage(NODE_EXPORTER_IMAGE),
+            port: port.default(NODE_EXPORTER_DEFAULTS.port),
+        })
+        .default(NODE_EXPORTER_DEFAULTS),
+});
+
+export type MonitoringConfig = z.output<typeof monitoringSchema>;
+
+/** What holds each port on a node: the services' ports there, its SSH port, the gateway's there. */
+function portsTakenOn(
+    node: FleetNode,
+    services: readonly ServiceInput[],
+    nodes: readonly FleetNode[],
+    oneModel: boolean,
+    gateway: GatewayConfig | undefined,
+): { what: string; port: number; ray: boolean }[] {
+    const taken = servicePortsOn(node.name, services, nodes, oneModel).map((entry) => ({ what: entry.key, port: entry.port, ray: entry.ray }));
+    taken.push({ what: `the SSH port of ${node.name}`, port: node.port, ray: false }, { what: "sshd's port", port: 22, ray: false });
+    if (gateway?.node === node.name) {
+        taken.push(
+            { what: "vllm-fleet:gateway.port", port: gateway.port, ray: false },
+            { what: `the gateway's router (${GATEWAY_ROUTER_PORT})`, port: GATEWAY_ROUTER_PORT, ray: false },
+            { what: `the gateway router's metrics (${GATEWAY_METRICS_PORT})`, port: GATEWAY_METRICS_PORT, ray: false },
+        );
+    }
+    return taken;
+}
+
+/** What already takes `port` on `node` (every kind of holder once), for a message; empty when free. */
+function holders(port: number, taken: readonly { what: string; port: number; ray: boolean }[]): string[] {
+    const found = [...new Set(taken.filter((entry) => entry.port === port).map((entry) => entry.what))];
+    const byRay = taken.some((entry) => entry.ray) ? rayTakes(port, true) : undefined;
+    return byRay ? [...found, `${byRay} of the Ray cluster there`] : found;
+}
+
+/**
+ * The checks of `monitoring` across keys: its node is one of `nodes`; Prometheus's port is free on
+ * that node (no service's, the gateway's or its router's, the SSH port, nor the node exporter's); the
+ * node exporter's port is free on every node. Both use the host's network.
+ */
+export function monitoringIssues(
+    monitoring: MonitoringConfig,
+    services: readonly ServiceInput[],
+    nodes: readonly FleetNode[],
+    oneModel: boolean,
+    gateway: GatewayConfig | undefined,
+): CrossKeyIssue[] {
+    const node = nodes.find((entry) => entry.name === monitoring.node);
+    if (!node) {
+        return [{ path: ["monitoring", "node"], value: monitoring.node, expected: `the name of a node in vllm-fleet:nodes (${nodes.map((entry) => entry.name).join(", ")})` }];
+    }
+    const issues: CrossKeyIssue[] = [];
+    const exporterPort = monitoring.nodeExporter.port;
+    const onNode = [...holders(monitoring.port, portsTakenOn(node, services, nodes, oneModel, gateway)), ...(exporterPort === monitoring.port ? ["vllm-fleet:monitoring.nodeExporter.port"] : [])];
+    if (onNode.length > 0) {
+        issues.push({
+            path: ["monitoring", "port"],
+            value: monitoring.port,
+            expected: `a port other than ${onNode.join(" and ")} on ${node.name} (Prometheus uses the host's network)`,
+        });
+    }
+    const clashes = nodes.flatMap((each) => holders(exporterPort, portsTakenOn(each, services, nodes, oneModel, gateway)).map((what) => `${what} on ${each.name}`));
+    if (clashes.length > 0) {
+        issues.push({
+            path: ["monitoring", "nodeExporter", "port"],
+            value: exporterPort,
+            expected: `a port other than ${[...new Set(clashes)].join(" and ")} (the node exporter runs on every node, on the host's network)`,
+        });
+    }
+    return issues;
+}
