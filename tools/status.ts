@@ -14,7 +14,7 @@ import { gatewayContainer, serviceContainers } from "../infra/core/names";
 import { ofService } from "../infra/core/observe";
 import { runCommand } from "./command";
 import { projectStack } from "./stack";
-import { GatewayLook, GatewayOutputsReport, ImageReport, StatusReport, gatewayReport, statusReport } from "./statusReport";
+import { GatewayLook, GatewayOutputsReport, ImageReport, MonitoringLook, MonitoringOutputsReport, StatusReport, gatewayReport, monitoringReport, statusReport } from "./statusReport";
 
 /** One HTTP call with a deadline: status and body, or why there was no answer. */
 async function httpCall(url: string, init: RequestInit = {}): Promise<{ status: number; body: string } | { error: string }> {
@@ -46,6 +46,25 @@ export async function lookAtGateway(gateway: GatewayOutputsReport, apiKey: strin
         completions[model] = "error" in answer ? { status: 0, detail: answer.error } : { status: answer.status, detail: answer.status === 200 ? "" : answer.body.replace(/\s+/g, " ").slice(0, 120) };
     }
     return { workers, completions };
+}
+
+/** A look at Prometheus from this machine, as a client (read-only): its targets and its alerts. */
+export async function lookAtMonitoring(endpoint: string): Promise<MonitoringLook> {
+    const read = async (route: string) => {
+        const answer = await httpCall(`${endpoint}${route}`);
+        if ("error" in answer) {
+            throw new Error(answer.error);
+        }
+        if (answer.status !== 200) {
+            throw new Error(`HTTP ${answer.status} from ${route}`);
+        }
+        return JSON.parse(answer.body).data;
+    };
+    try {
+        return { targets: await read("/api/v1/targets?state=active"), alerts: await read("/api/v1/alerts") };
+    } catch (error) {
+        return { error: (error as Error).message };
+    }
 }
 
 /** Reads a stack's settings and secrets from `workspace`, then every node, and reports. */
@@ -86,7 +105,10 @@ export async function stackStatus(workspace: Workspace, stackName: string): Prom
                   text: reports.map((report, index) => `service ${config.services[index].name}\n${report.text.replace(/^/gm, "  ")}`).join("\n"),
                   serving: reports.every((report) => report.serving),
               };
-    return gatewayRow ? { text: `${services.text}\n${gatewayRow.text}`, serving: services.serving && gatewayRow.serving } : services;
+    const withGateway = gatewayRow ? { text: `${services.text}\n${gatewayRow.text}`, serving: services.serving && gatewayRow.serving } : services;
+    // The alerts Prometheus fires (monitoring): what an owner looks at, beside the verdict.
+    const monitoring = outputs.monitoring?.value as MonitoringOutputsReport | undefined;
+    return monitoring ? { ...withGateway, text: `${withGateway.text}\n${monitoringReport(monitoring, await lookAtMonitoring(monitoring.endpoint))}` } : withGateway;
 }
 
 async function main(argv: readonly string[]): Promise<number> {

@@ -153,3 +153,47 @@ export function gatewayReport(gateway: GatewayOutputsReport, look: GatewayLook):
     lines.push(serving ? "gateway serving: yes" : "gateway serving: NO");
     return { text: lines.join("\n"), serving };
 }
+
+/** The monitoring as the last `up` put it out (the stack output `monitoring`). */
+export interface MonitoringOutputsReport {
+    readonly node: string;
+    readonly endpoint: string;
+    readonly targets: readonly string[];
+}
+
+/** What Prometheus answered (`/api/v1/targets`, `/api/v1/alerts`: their `data`), or why it did not. */
+export type MonitoringLook =
+    | {
+          readonly targets: { readonly activeTargets: readonly { labels: Record<string, string>; health: string; lastError?: string }[] };
+          readonly alerts: { readonly alerts: readonly { labels: Record<string, string>; annotations?: Record<string, string>; state: string; activeAt?: string }[] };
+      }
+    | { readonly error: string };
+
+/**
+ * The monitoring's row: where Prometheus answers, how many of its targets are up (each one down
+ * named, with Prometheus's reason), and every alert that fires or is about to, with its summary and
+ * since when. Informational: the stack's verdict stays the services' and the gateway's.
+ */
+export function monitoringReport(monitoring: MonitoringOutputsReport, look: MonitoringLook, now: Date = new Date()): string {
+    const lines = [`monitoring on ${monitoring.node}: ${monitoring.endpoint}`];
+    if ("error" in look) {
+        lines.push(`  Prometheus: not answering (${look.error})`);
+        return lines.join("\n");
+    }
+    const targets = look.targets.activeTargets.filter((target) => target.labels.job !== "prometheus");
+    const down = targets.filter((target) => target.health !== "up");
+    lines.push(`  targets: ${targets.length - down.length} of ${targets.length} up`);
+    for (const target of down) {
+        lines.push(`  target ${target.labels.job} ${target.labels.instance} DOWN${target.lastError ? ` (${target.lastError})` : ""}`);
+    }
+    const alerts = look.alerts.alerts.filter((alert) => alert.state === "firing" || alert.state === "pending");
+    if (alerts.length === 0) {
+        lines.push("  alerts: none firing");
+    }
+    for (const alert of alerts) {
+        const since = alert.activeAt ? ` for ${Math.max(0, Math.round((now.getTime() - Date.parse(alert.activeAt)) / 1000))} s` : "";
+        const state = alert.state === "firing" ? "FIRING" : "pending";
+        lines.push(`  alert ${alert.labels.alertname} ${state}${since}: ${alert.annotations?.summary ?? JSON.stringify(alert.labels)}`);
+    }
+    return lines.join("\n");
+}

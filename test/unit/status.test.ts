@@ -2,7 +2,7 @@
 import { describe, expect, it } from "vitest";
 import { parseFleetConfig } from "../../infra/core/config";
 import { parseObservation } from "../../infra/core/observe";
-import { gatewayReport, statusReport, watchdogLines } from "../../tools/statusReport";
+import { gatewayReport, monitoringReport, statusReport, watchdogLines } from "../../tools/statusReport";
 import { sparkProbeOutput } from "./mocks";
 import { sparkDuo } from "./stacks";
 
@@ -103,5 +103,40 @@ describe("the gateway's row", () => {
         expect(report.text).toContain("  router: not answering (connect ECONNREFUSED 10.1.230.182:4000)");
         expect(report.text).toContain("  big -> service big http://192.168.200.12:8000: unknown, DOWN (no answer: fetch failed)");
         expect(report.serving).toBe(false);
+    });
+});
+
+describe("monitoringReport", () => {
+    const monitoring = { node: "spark1", endpoint: "http://10.1.230.180:9090", targets: ["vllm 192.168.200.12:8000", "node 192.168.200.12:9100"] };
+    const target = (job: string, instance: string, health: string, lastError = "") => ({ labels: { job, instance }, health, lastError });
+
+    it("counts the targets up, names each one down with Prometheus's reason, and lists the alerts firing and pending", () => {
+        const text = monitoringReport(
+            monitoring,
+            {
+                targets: { activeTargets: [target("vllm", "192.168.200.12:8000", "down", "connection refused"), target("node", "192.168.200.12:9100", "up"), target("prometheus", "127.0.0.1:9090", "up")] },
+                alerts: {
+                    alerts: [
+                        { labels: { alertname: "ServiceDown", service: "vllm" }, annotations: { summary: "service vllm does not answer at 192.168.200.12:8000 (its /metrics)" }, state: "firing", activeAt: "2026-12-07T03:00:00Z" },
+                        { labels: { alertname: "NodeMemoryLow", node: "spark2" }, state: "pending", activeAt: "2026-12-07T03:00:50Z" },
+                        { labels: { alertname: "Gone" }, state: "inactive" },
+                    ],
+                },
+            },
+            new Date("2026-12-07T03:01:00Z"),
+        );
+        expect(text.split("\n")).toEqual([
+            "monitoring on spark1: http://10.1.230.180:9090",
+            "  targets: 1 of 2 up",
+            "  target vllm 192.168.200.12:8000 DOWN (connection refused)",
+            "  alert ServiceDown FIRING for 60 s: service vllm does not answer at 192.168.200.12:8000 (its /metrics)",
+            '  alert NodeMemoryLow pending for 10 s: {"alertname":"NodeMemoryLow","node":"spark2"}',
+        ]);
+    });
+
+    it("says when no alert fires, and when Prometheus does not answer", () => {
+        const calm = monitoringReport(monitoring, { targets: { activeTargets: [target("vllm", "192.168.200.12:8000", "up")] }, alerts: { alerts: [] } });
+        expect(calm.split("\n").slice(1)).toEqual(["  targets: 1 of 1 up", "  alerts: none firing"]);
+        expect(monitoringReport(monitoring, { error: "fetch failed" })).toBe("monitoring on spark1: http://10.1.230.180:9090\n  Prometheus: not answering (fetch failed)");
     });
 });
