@@ -46,7 +46,7 @@ export interface StartOptions {
  * takes their values from its own environment, set by the program (which travels on standard
  * input), so they never appear in a command line, where any user of the node could read them.
  */
-export const SECRET_ENV = ["VLLM_API_KEY", "RAY_AUTH_TOKEN"] as const;
+export const SECRET_ENV = ["VLLM_API_KEY", "RAY_AUTH_TOKEN", "GF_SECURITY_ADMIN_PASSWORD"] as const;
 
 /** The key check the container that runs vLLM's API server carries, and the image's own PYTHONPATH. */
 export interface ServingKeyCheck {

@@ -6,7 +6,7 @@
  * rules and scraped every target up, so `up` never reports monitoring that does not see the fleet.
  */
 import * as pulumi from "@pulumi/pulumi";
-import { MonitoringPlan } from "../infra/core/plan";
+import { MonitoringPlan, withGrafanaPassword } from "../infra/core/plan";
 import { DIR_REMOVE } from "./compileCache";
 import { realizeContainer } from "./container";
 import { CommandRunner, hostCommand } from "./hostCommand";
@@ -34,6 +34,8 @@ export interface MonitoringOutputs {
     readonly endpoint: string;
     /** Every target, `<job> <host:port>`, as Prometheus scraped it up. */
     readonly targets: string[];
+    /** Grafana as clients reach it (user admin, the stack's API key as password); absent without monitoring.grafana. */
+    readonly grafana?: string;
 }
 
 /** The scripts of the data directory's step: made at create, removed at delete when asked. */
@@ -92,14 +94,37 @@ export class Monitoring extends pulumi.ComponentResource {
             },
             { parent: this, dependsOn: [prometheus.resource, ...exporters.map((exporter) => exporter.resource), ...args.serving] },
         );
-        this.outputs = configured.stdout.apply((stdout) => ({
+        const grafana = plan.grafana ? this.grafana(name, plan.grafana, node, args, prometheus.resource) : undefined;
+        this.outputs = pulumi.all([configured.stdout, grafana ?? ""]).apply(([stdout]) => ({
             node: plan.node,
             endpoint: plan.endpoint,
             targets: stdout
                 .split("\n")
                 .filter((line) => line.startsWith("target "))
                 .map((line) => line.slice("target ".length).replace(/ up$/, "")),
+            ...(plan.grafana ? { grafana: plan.grafana.endpoint } : {}),
         }));
         this.registerOutputs({ outputs: this.outputs });
+    }
+
+    /** Grafana with its admin password (the stack's key), ready once it shows the dashboard; its answer. */
+    private grafana(name: string, grafana: NonNullable<MonitoringPlan["grafana"]>, node: SparkNode, args: MonitoringArgs, prometheus: pulumi.Resource): pulumi.Output<string> {
+        const key = pulumi.output(args.apiKey ?? "");
+        const container = realizeContainer(args.containerDriver, args.runner, `${name}-grafana`, node, key.apply((password) => withGrafanaPassword(grafana.spec, password)), {
+            parent: this,
+            dependsOn: [prometheus],
+        });
+        return hostCommand(
+            args.runner,
+            `${name}-grafana-ready`,
+            {
+                connection: node.connection,
+                create: key.apply((password) =>
+                    scriptProgram("grafana-ready", { CONTAINER: grafana.spec.name, PORT: grafana.port, DASHBOARD_UID: grafana.dashboardUid, API_KEY: password, TIMEOUT: grafana.timeoutSeconds }),
+                ),
+                triggers: [container.revision],
+            },
+            { parent: this, dependsOn: [container.resource] },
+        ).stdout;
     }
 }

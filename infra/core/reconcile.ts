@@ -116,7 +116,7 @@ export function containerRevision(observation: Pick<NodeObservation, "node" | "c
 }
 
 /**
- * The revisions of Prometheus (on `node`) and of every node's exporter (containerRevision), and a
+ * The revisions of Prometheus and Grafana (on `node`) and of every node's exporter (containerRevision), and a
  * finding for each found dead.
  */
 export function monitoringRevisions(
@@ -124,7 +124,7 @@ export function monitoringRevisions(
     stack: string,
     observations: readonly Pick<NodeObservation, "node" | "containers">[],
     fresh: () => string,
-): { prometheus: string; exporters: Record<string, string>; findings: string[] } {
+): { prometheus: string; grafana: string; exporters: Record<string, string>; findings: string[] } {
     const names = monitoringContainers(stack);
     const findings: string[] = [];
     const decide = (observation: Pick<NodeObservation, "node" | "containers">, name: string) => {
@@ -132,8 +132,10 @@ export function monitoringRevisions(
         findings.push(...(finding ? [finding] : []));
         return revision;
     };
+    const own = observations.find((observation) => observation.node === node)!;
     return {
-        prometheus: decide(observations.find((observation) => observation.node === node)!, names.prometheus),
+        prometheus: decide(own, names.prometheus),
+        grafana: decide(own, names.grafana),
         exporters: Object.fromEntries(observations.map((observation) => [observation.node, decide(observation, names.exporter)])),
         findings,
     };

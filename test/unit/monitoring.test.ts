@@ -8,7 +8,7 @@
 import { describe, expect, it } from "vitest";
 import { parseFleetConfig } from "../../infra/core/config";
 import { REVISION_LABEL, ROLE_LABEL, STACK_LABEL, monitoringContainers } from "../../infra/core/names";
-import { alertRules, prometheusConfig, scrapeTargets, targetsFileContent } from "../../infra/core/plan";
+import { DASHBOARD_DATASOURCE_UID, SERVICE_QUERIES, alertRules, dashboardPanels, fleetDashboard, prometheusConfig, scrapeTargets, targetsFileContent } from "../../infra/core/plan";
 import { containerRevision, monitoringRevisions } from "../../infra/core/reconcile";
 import { LiveContainer } from "../../infra/core/observe";
 import { configProblems } from "./configErrors";
@@ -250,5 +250,67 @@ describe("the monitoring in the program (mocks)", async () => {
         const healed = await runProgram(fleet([BIG, CODER]), probe, undefined, deadPrometheus);
         expect(changedInputs(two, healed).filter((name) => name.startsWith("monitoring") || name.endsWith("node-exporter"))).toEqual(["monitoring-prometheus"]);
         expect(inputsOf(healed, "monitoring-config")).toBe(inputsOf(two, "monitoring-config"));
+    });
+});
+
+describe("the fleet's dashboard", () => {
+    const nodes = [planned("spark1"), planned("spark2", "enP2p1s0f1np1")];
+
+    it("has the services' figures, top's own queries among them, and each node's fabric interface by name", () => {
+        const rows = dashboardPanels(nodes);
+        expect(rows.map((row) => row.row)).toEqual(["Services", "Nodes"]);
+        const exprs = rows.flatMap((row) => row.panels.flatMap((panel) => panel.queries.map((query) => query.expr)));
+        for (const query of Object.values(SERVICE_QUERIES)) {
+            expect(exprs).toContain(query);
+        }
+        expect(exprs.some((expr) => expr.includes('histogram_quantile(0.99, sum by (service, le) (rate(vllm:inter_token_latency_seconds_bucket{job="vllm"}[1m])))'))).toBe(true);
+        expect(exprs).toContain('rate(node_network_receive_bytes_total{job="node",node="spark1",device="enp1s0f1np1"}[1m]) or rate(node_network_receive_bytes_total{job="node",node="spark2",device="enP2p1s0f1np1"}[1m])');
+    });
+
+    it("is a Grafana dashboard whose every panel reads the provisioned Prometheus, laid out without overlap", () => {
+        const dashboard = fleetDashboard("unit", nodes) as { uid: string; panels: { id: number; type: string; gridPos: { x: number; y: number; w: number; h: number }; targets?: { refId: string; expr: string; datasource: { uid: string } }[] }[] };
+        expect(dashboard.uid).toBe("vllm-fleet-unit");
+        const panels = dashboard.panels.filter((panel) => panel.type === "timeseries");
+        expect(panels.length).toBe(dashboardPanels(nodes).reduce((sum, row) => sum + row.panels.length, 0));
+        expect(new Set(dashboard.panels.map((panel) => panel.id)).size).toBe(dashboard.panels.length);
+        for (const panel of panels) {
+            expect(panel.targets!.every((target) => target.datasource.uid === DASHBOARD_DATASOURCE_UID && target.expr !== "")).toBe(true);
+        }
+        const cells = new Set<string>();
+        for (const panel of dashboard.panels) {
+            for (let x = panel.gridPos.x; x < panel.gridPos.x + panel.gridPos.w; x++) {
+                for (let y = panel.gridPos.y; y < panel.gridPos.y + panel.gridPos.h; y++) {
+                    expect(cells.has(`${x},${y}`), `panel ${panel.id} overlaps at ${x},${y}`).toBe(false);
+                    cells.add(`${x},${y}`);
+                }
+            }
+        }
+    });
+});
+
+describe("Grafana with monitoring.grafana (mocks)", async () => {
+    const withGrafana = await runProgram(fleet([BIG, CODER], { node: "spark1", grafana: {} }), probe);
+
+    it("runs beside Prometheus with the data source and the dashboard provisioned, its password the key, off the command line", () => {
+        const grafana = program(withGrafana, "monitoring-grafana");
+        expect(grafana).toContain("NAME='vllm-fleet-grafana-unit'");
+        expect(grafana).toContain("'grafana/grafana:11.6.0'");
+        expect(grafana).toContain("'--env' 'GF_SECURITY_ADMIN_PASSWORD'");
+        expect(grafana).toContain("SECRET_ENV=('GF_SECURITY_ADMIN_PASSWORD=generated-vllm-api-key')");
+        expect(grafana).not.toContain("'--env' 'GF_SECURITY_ADMIN_PASSWORD=");
+        expect(grafana).toContain("/etc/grafana/provisioning/datasources/vllm-fleet.yaml");
+        expect(grafana).toContain('"url": "http://127.0.0.1:9090"');
+        expect(grafana).toContain("/var/lib/vllm-fleet-grafana/dashboards/vllm-fleet.json");
+        const ready = program(withGrafana, "monitoring-grafana-ready");
+        expect(ready).toContain("DASHBOARD_UID='vllm-fleet-unit'");
+        expect(withGrafana.byName("monitoring-grafana-ready").dependencies).toContain(withGrafana.byName("monitoring-grafana").urn);
+        expect((withGrafana.outputs.monitoring as { grafana: string }).grafana).toBe("http://10.1.230.180:3000");
+        expect(withGrafana.resources.some((resource) => resource.name === "spark1-grafana-image")).toBe(true);
+    });
+
+    it("is refused without an API key, and on a port Prometheus takes", () => {
+        const keyless = { nodes: fleet([BIG]).nodes, ssh: { user: "aurora" }, fabric: { subnet: "192.168.200.0/24" }, image: { name: "vllm/vllm-openai:v0.17.1" }, model: { path: "/m", servedName: "m" }, vllm: { apiKey: "none" }, monitoring: { node: "spark1", grafana: {} } };
+        expect(configProblems(keyless).find((line) => line.includes("vllm-fleet:monitoring.grafana"))).toContain("Grafana's admin password is the stack's key");
+        expect(configProblems(fleet([BIG, CODER], { node: "spark1", grafana: { port: 9090 } })).find((line) => line.includes("vllm-fleet:monitoring.grafana.port"))).toContain("vllm-fleet:monitoring.port");
     });
 });

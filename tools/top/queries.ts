@@ -3,21 +3,14 @@
  * Prometheus scrapes each service's /metrics with the target labels job="vllm" and
  * service="<the service's name>"; each query gives one value per service.
  */
+import { SERVICE_QUERIES as DASHBOARD_SERVICE_QUERIES } from "../../infra/core/plan/dashboard";
 import { Figures } from "./frame";
 
 /**
- * One query per figure of `npm run top` (and of the fleet's Grafana dashboard, which shows the same
- * figures): each returns one series per `service`. `up` is Prometheus's own: 1 when the last scrape
- * of the service's /metrics succeeded, 0 when it failed.
+ * One query per figure of `npm run top`: the fleet's Grafana dashboard's own
+ * (infra/core/plan/dashboard.ts), each one series per `service`.
  */
-export const SERVICE_QUERIES = {
-    tokensPerSecond: 'sum by (service) (rate(vllm:generation_tokens_total{job="vllm"}[1m]))',
-    running: 'sum by (service) (vllm:num_requests_running{job="vllm"})',
-    waiting: 'sum by (service) (vllm:num_requests_waiting{job="vllm"})',
-    kvCachePercent: 'max by (service) (vllm:kv_cache_usage_perc{job="vllm"}) * 100',
-    ttftP50Seconds: 'histogram_quantile(0.5, sum by (service, le) (rate(vllm:time_to_first_token_seconds_bucket{job="vllm"}[1m])))',
-    up: 'min by (service) (up{job="vllm"})',
-} as const satisfies Record<keyof Figures | "up", string>;
+export const SERVICE_QUERIES = DASHBOARD_SERVICE_QUERIES satisfies Record<keyof Figures | "up", string>;
 
 /** The figure each query gives (the keys of SERVICE_QUERIES but `up`). */
 export const FIGURE_KEYS = ["tokensPerSecond", "running", "waiting", "kvCachePercent", "ttftP50Seconds"] as const satisfies readonly (keyof Figures)[];

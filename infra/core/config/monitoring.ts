@@ -18,6 +18,7 @@ import { ServiceInput } from "./services";
  */
 export const PROMETHEUS_IMAGE = "prom/prometheus:v3.5.0";
 export const NODE_EXPORTER_IMAGE = "prom/node-exporter:v1.9.1";
+export const GRAFANA_IMAGE = "grafana/grafana:11.6.0";
 /** Where Prometheus keeps its data on its node: `<dataDir>/<stack>`. */
 export const DEFAULT_MONITORING_DATA_DIR = "/var/lib/vllm-fleet/prometheus";
 
@@ -69,6 +70,17 @@ export const monitoringSchema = z.strictObject({
             port: port.default(NODE_EXPORTER_DEFAULTS.port),
         })
         .default(NODE_EXPORTER_DEFAULTS),
+    /**
+     * Grafana beside Prometheus, with the fleet's dashboard and Prometheus as its data source
+     * provisioned; none when unset. Its admin user's password is the stack's API key.
+     */
+    grafana: z
+        .strictObject({
+            image: monitoringImage(GRAFANA_IMAGE),
+            /** Its port on every address of the monitoring node: a client port, like Prometheus's. */
+            port: port.default(3000),
+        })
+        .optional(),
 });
 
 export type MonitoringConfig = z.output<typeof monitoringSchema>;
@@ -111,6 +123,7 @@ export function monitoringIssues(
     nodes: readonly FleetNode[],
     oneModel: boolean,
     gateway: GatewayConfig | undefined,
+    keyless = false,
 ): CrossKeyIssue[] {
     const node = nodes.find((entry) => entry.name === monitoring.node);
     if (!node) {
@@ -125,6 +138,24 @@ export function monitoringIssues(
             value: monitoring.port,
             expected: `a port other than ${onNode.join(" and ")} on ${node.name} (Prometheus uses the host's network)`,
         });
+    }
+    const grafana = monitoring.grafana;
+    if (grafana && keyless) {
+        issues.push({
+            path: ["monitoring", "grafana"],
+            value: grafana,
+            expected: "a stack with an API key (vllm.apiKey not none): Grafana's admin password is the stack's key, and without one it would keep Grafana's default",
+        });
+    }
+    if (grafana) {
+        const onGrafana = [
+            ...holders(grafana.port, portsTakenOn(node, services, nodes, oneModel, gateway)),
+            ...(grafana.port === monitoring.port ? ["vllm-fleet:monitoring.port"] : []),
+            ...(grafana.port === exporterPort ? ["vllm-fleet:monitoring.nodeExporter.port"] : []),
+        ];
+        if (onGrafana.length > 0) {
+            issues.push({ path: ["monitoring", "grafana", "port"], value: grafana.port, expected: `a port other than ${onGrafana.join(" and ")} on ${node.name} (Grafana uses the host's network)` });
+        }
     }
     const clashes = nodes.flatMap((each) => holders(exporterPort, portsTakenOn(each, services, nodes, oneModel, gateway)).map((what) => `${what} on ${each.name}`));
     if (clashes.length > 0) {

@@ -273,7 +273,7 @@ function crossKeyIssues(parsed: ParsedConfig): CrossKeyIssue[] {
         issues.push(...gatewayIssues(parsed.gateway, serviceInputs(parsed), nodes, parsed.services === undefined));
     }
     if (parsed.monitoring) {
-        issues.push(...monitoringIssues(parsed.monitoring, serviceInputs(parsed), nodes, parsed.services === undefined, parsed.gateway));
+        issues.push(...monitoringIssues(parsed.monitoring, serviceInputs(parsed), nodes, parsed.services === undefined, parsed.gateway, parsed.vllm.apiKey === "none"));
     }
     if (parsed.services === undefined) {
         issues.push(...serviceIssues(serviceInputs(parsed)[0], nodes, parsed.cache, []));

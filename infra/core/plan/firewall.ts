@@ -108,6 +108,6 @@ export function clientPorts(
     return unique([
         ...(gateway !== undefined && (node === undefined || gateway.node === node) ? [String(gateway.port)] : []),
         ...apiPorts,
-        ...(monitoring !== undefined && (node === undefined || monitoring.node === node) ? [String(monitoring.port)] : []),
+        ...(monitoring !== undefined && (node === undefined || monitoring.node === node) ? [String(monitoring.port), ...(monitoring.grafana ? [String(monitoring.grafana.port)] : [])] : []),
     ]);
 }

@@ -15,3 +15,4 @@ export * from "./budgets";
 export * from "./gateway";
 export * from "./swaps";
 export * from "./monitoring";
+export * from "./dashboard";

@@ -10,6 +10,7 @@ import { FleetConfig, GATEWAY_METRICS_PORT } from "../config";
 import { ContainerFile, ContainerSpec } from "../containerSpec";
 import { REVISION_LABEL, fleetLabels, monitoringContainers } from "../names";
 import { urlHost } from "../net";
+import { DASHBOARD_DATASOURCE_UID, fleetDashboard } from "./dashboard";
 import { PlannedNode } from "./nodes";
 
 /** The uid Prometheus runs as in its image (the official images' `nobody`), which owns its data directory. */
@@ -34,11 +35,17 @@ export interface ScrapeTarget {
     readonly labels: Readonly<Record<string, string>>;
 }
 
+/** A node as monitoring sees it: its name, and its fabric interface and address. */
+export interface MonitoredNode {
+    readonly name: string;
+    readonly fabric: { readonly ip: string; readonly interface: string };
+}
+
 /** What a service offers Prometheus: its name and model, and its first node, where its API (and /metrics) answers. */
 export interface MonitoredService {
     readonly name: string;
     readonly vllm: { readonly modelId: string };
-    readonly nodes: readonly Pick<PlannedNode, "name" | "fabric">[];
+    readonly nodes: readonly MonitoredNode[];
     readonly config: { readonly vllm: { readonly port: number } };
 }
 
@@ -50,6 +57,20 @@ export interface MonitoringRevisions {
     readonly prometheus: string;
     /** Each node's exporter, by node. */
     readonly exporters: Readonly<Record<string, string>>;
+    /** Grafana's, with monitoring.grafana. */
+    readonly grafana?: string;
+}
+
+/** Grafana as planned: its container (data source and dashboard provisioned among its files) and where it answers. */
+export interface GrafanaPlan {
+    readonly image: { readonly name: string; readonly source: "present" | "pull" };
+    readonly spec: ContainerSpec;
+    readonly port: number;
+    /** Grafana as clients reach it, e.g. http://10.1.230.180:3000. */
+    readonly endpoint: string;
+    /** The dashboard's uid, which the readiness step asks Grafana for. */
+    readonly dashboardUid: string;
+    readonly timeoutSeconds: number;
 }
 
 /** The monitoring as planned. */
@@ -71,6 +92,8 @@ export interface MonitoringPlan {
      * The step that gives the running container its targets, rules and key (the key added where it is
      * known), then waits until Prometheus has loaded the rules and scraped every target up.
      */
+    /** Grafana beside Prometheus (monitoring.grafana), its admin password (the API key) added where it is known. */
+    readonly grafana?: GrafanaPlan;
     readonly configStep: {
         readonly container: string;
         readonly port: number;
@@ -87,7 +110,7 @@ export interface MonitoringPlan {
 export function scrapeTargets(
     services: readonly MonitoredService[],
     gateway: { readonly node: string; readonly fabricIp: string } | undefined,
-    nodes: readonly Pick<PlannedNode, "name" | "fabric">[],
+    nodes: readonly MonitoredNode[],
     exporterPort: number,
 ): ScrapeTarget[] {
     return [
@@ -160,7 +183,7 @@ interface AlertRule {
  * available memory below 5% (page cache counts as available: what the kernel can give back); errors
  * on a node's fabric interface (each node's from the plan: its interface by name).
  */
-export function alertRules(nodes: readonly Pick<PlannedNode, "name" | "fabric">[]): AlertRule[] {
+export function alertRules(nodes: readonly MonitoredNode[]): AlertRule[] {
     // Each node's fabric interface by name: received and sent errors added up, the nodes side by side.
     const fabricErrors = nodes
         .map((node) => {
@@ -289,6 +312,7 @@ export function planMonitoring(
         },
     }));
     const rules = alertRules(nodes);
+    const grafana = monitoring.grafana ? planGrafana(monitoring.grafana, stack, urlHost(node.host), monitoring.port, nodes, revisions.grafana ?? "") : undefined;
     return {
         node: monitoring.node,
         port: monitoring.port,
@@ -299,6 +323,7 @@ export function planMonitoring(
         exporters,
         data,
         targets,
+        grafana,
         configStep: {
             container: names.prometheus,
             port: monitoring.port,
@@ -310,4 +335,63 @@ export function planMonitoring(
             timeoutSeconds: MONITORING_READY_SECONDS,
         },
     };
+}
+
+/** Where Grafana finds what vllm-fleet provisions (the official image's provisioning directory). */
+const GRAFANA_PROVISIONING = "/etc/grafana/provisioning";
+const GRAFANA_DASHBOARDS = "/var/lib/vllm-fleet-grafana/dashboards";
+
+/**
+ * Grafana on the monitoring node (the image's own entrypoint): Prometheus, on the loopback, as its
+ * data source, and the fleet's dashboard (dashboard.ts), both provisioned as files of its container;
+ * no anonymous access, no sign-up, no calls home. Its admin password, the stack's API key, is added
+ * where the key is known (withGrafanaPassword).
+ */
+function planGrafana(
+    grafana: NonNullable<NonNullable<FleetConfig["monitoring"]>["grafana"]>,
+    stack: string,
+    host: string,
+    prometheusPort: number,
+    nodes: readonly MonitoredNode[],
+    revision: string,
+): GrafanaPlan {
+    const dashboard = fleetDashboard(stack, nodes);
+    const datasources = {
+        apiVersion: 1,
+        datasources: [{ name: "Prometheus (vllm-fleet)", uid: DASHBOARD_DATASOURCE_UID, type: "prometheus", access: "proxy", url: `http://127.0.0.1:${prometheusPort}`, isDefault: true, editable: false }],
+    };
+    const providers = {
+        apiVersion: 1,
+        providers: [{ name: "vllm-fleet", folder: "vllm-fleet", type: "file", disableDeletion: true, allowUiUpdates: false, options: { path: GRAFANA_DASHBOARDS } }],
+    };
+    const spec: ContainerSpec = {
+        name: monitoringContainers(stack).grafana,
+        image: grafana.image.name,
+        command: [],
+        env: {
+            GF_SERVER_HTTP_PORT: String(grafana.port),
+            GF_SECURITY_ADMIN_USER: "admin",
+            GF_AUTH_ANONYMOUS_ENABLED: "false",
+            GF_USERS_ALLOW_SIGN_UP: "false",
+            GF_ANALYTICS_REPORTING_ENABLED: "false",
+            GF_ANALYTICS_CHECK_FOR_UPDATES: "false",
+        },
+        mounts: [],
+        networkHost: true,
+        ipcHost: false,
+        ulimits: [],
+        restart: "unless-stopped",
+        labels: { ...fleetLabels(stack, "grafana"), [REVISION_LABEL]: revision },
+        files: [
+            { path: `${GRAFANA_PROVISIONING}/datasources/vllm-fleet.yaml`, content: `${JSON.stringify(datasources, null, 2)}\n` },
+            { path: `${GRAFANA_PROVISIONING}/dashboards/vllm-fleet.yaml`, content: `${JSON.stringify(providers, null, 2)}\n` },
+            { path: `${GRAFANA_DASHBOARDS}/vllm-fleet.json`, content: `${JSON.stringify(dashboard, null, 2)}\n` },
+        ],
+    };
+    return { image: grafana.image, spec, port: grafana.port, endpoint: `http://${host}:${grafana.port}`, dashboardUid: String(dashboard.uid), timeoutSeconds: MONITORING_READY_SECONDS };
+}
+
+/** Grafana's container with its admin password: the stack's API key (a secret variable: never on a command line). */
+export function withGrafanaPassword(spec: ContainerSpec, key: string): ContainerSpec {
+    return { ...spec, env: { ...spec.env, GF_SECURITY_ADMIN_PASSWORD: key } };
 }
