@@ -66,7 +66,7 @@ export class Gateway extends pulumi.ComponentResource {
             `${name}-routes`,
             {
                 connection: node.connection,
-                create: scriptProgram(["gateway-answer", "gateway-routes"], {
+                create: scriptProgram(["step-answer", "gateway-routes"], {
                     CONTAINER: plan.routesStep.container,
                     PORT: plan.routesStep.port,
                     ROUTES_FILE: plan.routesStep.file,
@@ -83,7 +83,7 @@ export class Gateway extends pulumi.ComponentResource {
             {
                 connection: node.connection,
                 create: apiKey.apply((key) =>
-                    scriptProgram(["gateway-answer", "gateway-ready"], {
+                    scriptProgram(["step-answer", "gateway-ready"], {
                         CONTAINER: plan.ready.container,
                         PORT: plan.ready.port,
                         MODELS: [...plan.ready.models],

@@ -76,7 +76,7 @@ export class Monitoring extends pulumi.ComponentResource {
             {
                 connection: node.connection,
                 create: pulumi.output(args.apiKey ?? "").apply((key) =>
-                    scriptProgram("monitoring-config", {
+                    scriptProgram(["step-answer", "monitoring-config"], {
                         CONTAINER: step.container,
                         PORT: step.port,
                         FILE_PATHS: step.files.map((file) => file.path),
@@ -120,7 +120,7 @@ export class Monitoring extends pulumi.ComponentResource {
             {
                 connection: node.connection,
                 create: key.apply((password) =>
-                    scriptProgram("grafana-ready", { CONTAINER: grafana.spec.name, PORT: grafana.port, DASHBOARD_UID: grafana.dashboardUid, API_KEY: password, TIMEOUT: grafana.timeoutSeconds }),
+                    scriptProgram(["step-answer", "grafana-ready"], { CONTAINER: grafana.spec.name, PORT: grafana.port, DASHBOARD_UID: grafana.dashboardUid, API_KEY: password, TIMEOUT: grafana.timeoutSeconds }),
                 ),
                 triggers: [container.revision],
             },

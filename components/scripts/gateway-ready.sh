@@ -4,7 +4,7 @@
 # Inputs: CONTAINER (the gateway's container), PORT, MODELS (bash array), TIMEOUT (seconds), API_KEY
 #         (may be empty).
 set -euo pipefail
-# gateway_answer: gateway-answer.sh, sent before this script.
+# step_answer: step-answer.sh, sent before this script.
 
 # The key by name only: docker takes its value from this environment, no command line shows it.
 export VLLM_API_KEY="$API_KEY"
@@ -59,4 +59,4 @@ PY
 )"
 status=$?
 set -e
-gateway_answer "$status" "$answer"
+step_answer "$status" "$answer" "the gateway's"

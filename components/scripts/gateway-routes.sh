@@ -4,7 +4,7 @@
 # those routes (the launcher applies the file within a second or two: new routes in, then old out).
 # Inputs: CONTAINER, PORT, ROUTES_FILE, ROUTES_JSON, TIMEOUT (seconds).
 set -euo pipefail
-# gateway_answer: gateway-answer.sh, sent before this script.
+# step_answer: step-answer.sh, sent before this script.
 
 printf '%s' "$ROUTES_JSON" | docker exec -i "$CONTAINER" sh -c 'cat > "$1.tmp" && mv "$1.tmp" "$1"' gateway-routes "$ROUTES_FILE"
 set +e
@@ -32,4 +32,4 @@ PY
 )"
 status=$?
 set -e
-gateway_answer "$status" "$answer"
+step_answer "$status" "$answer" "the gateway's"

@@ -4,6 +4,7 @@
 # user. Inputs: CONTAINER, PORT, DASHBOARD_UID, API_KEY (the admin password: the stack's key, a
 # secret, read by Python from this environment), TIMEOUT (seconds).
 set -euo pipefail
+# step_answer: step-answer.sh, sent before this script.
 
 export GRAFANA_PASSWORD="$API_KEY"
 set +e
@@ -38,10 +39,4 @@ PY
 )"
 status=$?
 set -e
-if [ "$status" -ne 0 ]; then
-  echo "$answer" >&2
-  echo "Grafana's log (docker logs $CONTAINER):" >&2
-  docker logs --tail 30 "$CONTAINER" >&2 2>&1 || true
-  exit 1
-fi
-echo "$answer"
+step_answer "$status" "$answer" "Grafana's"

@@ -8,6 +8,7 @@
 #         API_KEY (the stack's key, a secret), OWNER (Prometheus's uid, which alone reads the key),
 #         ADDRESSES (bash array of "<job> <host:port>": every target), RULE_GROUPS, TIMEOUT (seconds).
 set -euo pipefail
+# step_answer: step-answer.sh, sent before this script.
 
 write_file() { # path mode owner; the content on standard input
   docker exec -u 0 -i "$CONTAINER" sh -c \
@@ -62,10 +63,4 @@ PY
 )"
 status=$?
 set -e
-if [ "$status" -ne 0 ]; then
-  echo "$answer" >&2
-  echo "Prometheus's log (docker logs $CONTAINER):" >&2
-  docker logs --tail 30 "$CONTAINER" >&2 2>&1 || true
-  exit 1
-fi
-echo "$answer"
+step_answer "$status" "$answer" "Prometheus's"

@@ -538,10 +538,13 @@ describe("vllm-ready.sh: served means listed on /v1/models and one completion an
         let writer: NodeJS.Timeout | undefined;
         let listings = 0;
         const started = Date.now();
+        // Counted from the gate's first question, not from here: a busy machine may start it late.
+        let firstListing: number | undefined;
         const server = http.createServer((req, res) => {
             if (req.url === "/v1/models") {
                 listings += 1;
-                const listed = api && Date.now() - started >= api.listedAfterMs;
+                firstListing ??= Date.now();
+                const listed = api && Date.now() - firstListing >= api.listedAfterMs;
                 res.writeHead(200, { "Content-Type": "application/json" });
                 res.end(JSON.stringify({ data: listed ? [{ id: "m" }] : [] }));
             } else if (api?.completion === "ok") {
@@ -795,10 +798,10 @@ describe("read-views.sh: one session reads a node for every service on it", () =
     });
 });
 
-describe("gateway-answer.sh: the end of a gateway step", () => {
+describe("step-answer.sh: the end of a step that waits on a container", () => {
     const gateway = { containers: { "vllm-fleet-gateway": { log: "router: no worker for big" } } };
     const end = (status: number, answer: string) =>
-        runWithFakeDocker(bashCommand(`${scriptProgram("gateway-answer", { CONTAINER: "vllm-fleet-gateway" })}\ngateway_answer ${status} ${shQuote(answer)}`), gateway);
+        runWithFakeDocker(bashCommand(`${scriptProgram("step-answer", { CONTAINER: "vllm-fleet-gateway" })}\nstep_answer ${status} ${shQuote(answer)} "the gateway's"`), gateway);
 
     it("prints the check's answer when it passed", () => {
         const outcome = end(0, "route big {}");
