@@ -15,6 +15,7 @@ import { LoadtestArgs, parseLoadtestArgs } from "../../tools/loadtest/cli";
 import { RequestRecord, chunkText, readSse } from "../../tools/loadtest/client";
 import { formatLoadtestTable, writeLoadtestOutputs } from "../../tools/loadtest/report";
 import { LoadtestReport, levelsOf, runLoadtest } from "../../tools/loadtest/run";
+import { notSampled } from "../../tools/loadtest/serverSampler";
 import { percentile, summarizeLevel } from "../../tools/loadtest/stats";
 import { niceStep, renderLoadtestSvg } from "../../tools/loadtest/svg";
 import { resolveTarget } from "../../tools/loadtest/target";
@@ -472,12 +473,13 @@ describe("the command line", () => {
             apiKey: "stack-key",
             apiKeySource: "stack selected output apiKey",
             stack: "selected",
+            server: expect.anything(),
         });
-        expect(await resolveTarget(args(["--endpoint", "http://x:1/v1"]), env, readStack)).toEqual({ endpoint: "http://x:1/v1", apiKey: "env-key", apiKeySource: "env VLLM_API_KEY", stack: undefined });
+        expect(await resolveTarget(args(["--endpoint", "http://x:1/v1"]), env, readStack)).toEqual({ endpoint: "http://x:1/v1", apiKey: "env-key", apiKeySource: "env VLLM_API_KEY", stack: undefined, server: expect.anything() });
         expect(stacksRead).toEqual([undefined]);
         expect(await resolveTarget(args(["--endpoint", "http://x:1/v1", "--stack", "sim"]), env, readStack)).toMatchObject({ endpoint: "http://x:1/v1", apiKey: "stack-key", stack: "sim" });
         expect(await resolveTarget(args(["--api-key-env", "OTHER"]), env, readStack)).toMatchObject({ apiKey: "other-key", apiKeySource: "env OTHER" });
-        expect(await resolveTarget(args(["--endpoint", "http://x:1/v1"]), {}, readStack)).toEqual({ endpoint: "http://x:1/v1", apiKeySource: "none", stack: undefined });
+        expect(await resolveTarget(args(["--endpoint", "http://x:1/v1"]), {}, readStack)).toEqual({ endpoint: "http://x:1/v1", apiKeySource: "none", stack: undefined, server: expect.anything() });
 
         const madeKey = async () => ({ stack: "sim", endpoint: "http://e/v1", apiKey: "made-key" });
         expect(await resolveTarget(args([]), env, madeKey)).toMatchObject({ apiKey: "made-key", apiKeySource: "stack sim output apiKey" });
@@ -499,6 +501,7 @@ describe("the command line", () => {
             apiKey: "fleet-key",
             apiKeySource: "stack fleet output apiKey",
             stack: "fleet",
+            server: expect.anything(),
         });
         expect(await resolveTarget(args(["--service", "coder", "--model", "other"]), env, fleet)).toMatchObject({ endpoint: "http://n3:8001/v1", model: "other" });
         await expect(resolveTarget(args(["--service", "chat"]), env, fleet)).rejects.toThrow("--service: stack fleet has no service chat; expected one of: big, coder");
@@ -532,6 +535,7 @@ describe("renderLoadtestSvg", () => {
         timeoutMs: 1000,
         apiKeySource: "none",
         levels: [level(1, 250, 0), level(8, 900, 2), level(16, null, 3)],
+        server: notSampled("no stack read with --endpoint alone: give --prometheus URL or --metrics URL"),
     };
 
     it("draws a bar per level and series with its value, the axes and their labels, failures and missing values", () => {
@@ -552,6 +556,9 @@ describe("renderLoadtestSvg", () => {
         expect(svg).toContain("5 failed");
         // The TTFT axis runs to a round number above the tallest bar.
         expect(svg).toMatch(/text-anchor="end" fill="#868e96">1000</);
+        // The server's side, not sampled: one line saying why, and no panel of it.
+        expect(svg).toContain("server side: not sampled (no stack read with --endpoint alone: give --prometheus URL or --metrics URL)");
+        expect(svg).not.toContain("server: requests running and waiting");
     });
 
     it("picks round tick steps", () => {

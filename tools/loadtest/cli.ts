@@ -1,5 +1,6 @@
 /** The load test's command line: its flags, their defaults and their checks. */
 import * as path from "path";
+import { metricsUrlOf } from "../top/sources";
 import { LoadtestApi, normalizeEndpoint } from "./client";
 import { DEFAULT_CONCURRENCY, DEFAULT_MAX_TOKENS, DEFAULT_PROMPT, DEFAULT_REQUESTS, DEFAULT_TIMEOUT_MS } from "./run";
 
@@ -19,6 +20,10 @@ export interface LoadtestArgs {
     readonly out: string;
     /** The variable holding the key, when `--api-key-env` was given. */
     readonly apiKeyEnv?: string;
+    /** Prometheus's base URL for the server's side (default: the stack's output monitoring.endpoint). */
+    readonly prometheus?: string;
+    /** A /metrics URL for the server's side (default: the stack's service serving the model). */
+    readonly metrics?: string;
     readonly help: boolean;
 }
 
@@ -35,9 +40,13 @@ export const LOADTEST_USAGE = `usage: npm run loadtest -- [options]
   --timeout SECONDS    per request (default ${DEFAULT_TIMEOUT_MS / 1000})
   --out DIR            where loadtest.json and loadtest.svg go (default loadtest-out/)
   --api-key-env NAME   read the API key from this variable (default: the stack's secret
-                       output apiKey, else VLLM_API_KEY)`;
+                       output apiKey, else VLLM_API_KEY)
+  --prometheus URL     where the server's side is read first, e.g. http://10.1.230.180:9090
+                       (default: the stack's output monitoring.endpoint)
+  --metrics URL        where it is read next: a service's /metrics (or its API base, e.g.
+                       http://10.1.230.180:8000/v1) (default: the stack's service of the model)`;
 
-const VALUE_FLAGS = ["--endpoint", "--stack", "--model", "--service", "--api", "--concurrency", "--requests", "--max-tokens", "--prompt", "--timeout", "--out", "--api-key-env"] as const;
+const VALUE_FLAGS = ["--endpoint", "--stack", "--model", "--service", "--api", "--concurrency", "--requests", "--max-tokens", "--prompt", "--timeout", "--out", "--api-key-env", "--prometheus", "--metrics"] as const;
 
 /** Parses the command line; relative `--out` is resolved against `cwd`. Throws naming the flag. */
 export function parseLoadtestArgs(argv: readonly string[], cwd: string): LoadtestArgs {
@@ -103,6 +112,24 @@ export function parseLoadtestArgs(argv: readonly string[], cwd: string): Loadtes
     if (apiKeyEnv !== undefined && !/^[A-Za-z_][A-Za-z0-9_]*$/.test(apiKeyEnv)) {
         throw new Error(`--api-key-env: expected the name of an environment variable, got ${JSON.stringify(apiKeyEnv)}`);
     }
+    /** An http(s) URL without its trailing slashes; `example` says what is expected. */
+    const url = (flag: string, example: string): string | undefined => {
+        const value = text(flag);
+        if (value === undefined) {
+            return undefined;
+        }
+        let parsed: URL | undefined;
+        try {
+            parsed = new URL(value);
+        } catch {
+            parsed = undefined;
+        }
+        if (!parsed || (parsed.protocol !== "http:" && parsed.protocol !== "https:")) {
+            throw new Error(`${flag}: expected an http(s) URL such as ${example}, got ${JSON.stringify(value)}`);
+        }
+        return value.replace(/\/+$/, "");
+    };
+    const metrics = url("--metrics", "http://host:8000/metrics");
     return {
         endpoint,
         stack: text("--stack"),
@@ -116,6 +143,9 @@ export function parseLoadtestArgs(argv: readonly string[], cwd: string): Loadtes
         timeoutMs: Math.round(timeoutSeconds * 1000),
         out: path.resolve(cwd, text("--out") ?? "loadtest-out"),
         apiKeyEnv,
+        prometheus: url("--prometheus", "http://host:9090"),
+        // A service's API base (http://host:8000/v1) stands for its /metrics.
+        metrics: metrics === undefined || /\/metrics$/.test(new URL(metrics).pathname) ? metrics : metricsUrlOf(metrics),
         help,
     };
 }

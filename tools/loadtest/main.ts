@@ -4,7 +4,10 @@
  * anything that streams server-sent events). It sends streaming completions, first one at a time,
  * then C at a time, and measures per request the time to the first generated token (TTFT), the total
  * time, the output tokens and the tokens per second after the first token; per level the TTFT
- * percentiles, the output tokens per second and the requests per second. It writes
+ * percentiles, the output tokens per second and the requests per second. Beside the load, every
+ * second from the first level's start to the last one's end, it reads what the server saw (requests
+ * running and waiting, KV cache usage %): from the stack's Prometheus, else the service's own
+ * /metrics (./serverSources.ts); not sampled when neither answers. It writes
  * `<out>/loadtest.json` (every request and the summaries; never the API key) and `<out>/loadtest.svg`,
  * and prints a table. Exit code 0 when every request succeeded, 1 when some failed, 2 when it could
  * not run.
@@ -47,6 +50,7 @@ async function main(argv: readonly string[]): Promise<number> {
         maxTokens: args.maxTokens,
         prompt: args.prompt,
         timeoutMs: args.timeoutMs,
+        server: target.server,
         onRequest: (record) => {
             done++;
             if (process.stderr.isTTY) {

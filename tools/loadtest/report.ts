@@ -2,13 +2,37 @@
 import * as fs from "fs";
 import * as path from "path";
 import { LoadtestReport } from "./run";
+import { ServerSide, peakText } from "./serverSampler";
 import { LoadtestSvgOptions, renderLoadtestSvg } from "./svg";
 
 function fixed(value: number | null, digits = 0): string {
     return value === null ? "-" : value.toFixed(digits);
 }
 
-/** The printed table: a line per level, then the failures. */
+/**
+ * What the server saw, in lines: where it was read from and how often it answered, then per level
+ * its peaks; or why it was not sampled.
+ */
+export function formatServerLines(server: ServerSide | undefined): string[] {
+    if (!server || server.source === "none") {
+        return [`server side: not sampled (${server?.reason ?? "not in this report"})`];
+    }
+    const failed = Object.entries(server.errors).map(([reason, count]) => `${count} × ${reason}`);
+    const lines = [
+        `server side, from ${server.source}: ${server.samples.length} samples every ${server.intervalMs / 1000} s` +
+            (server.failed > 0 ? `, ${server.failed} failed (${failed.join(", ")})` : "") +
+            (server.reason ? ` (${server.reason})` : ""),
+    ];
+    for (const level of server.levels) {
+        lines.push(
+            `  concurrency ${level.concurrency}: peak running ${peakText(level.peakRunning)}, peak waiting ${peakText(level.peakWaiting)}, peak KV ${peakText(level.peakKvPercent, 1)} %` +
+                (level.samples === 0 ? " (no sample in its span)" : ""),
+        );
+    }
+    return lines;
+}
+
+/** The printed table: a line per level, then the failures, then the server's side. */
 export function formatLoadtestTable(report: LoadtestReport): string {
     const header = ["concurrency", "ok", "errors", "TTFT p50", "TTFT p95", "tok/s p50", "tok/s total", "req/s", "wall"];
     const rows = report.levels.map(({ summary }) => [
@@ -37,6 +61,7 @@ export function formatLoadtestTable(report: LoadtestReport): string {
             lines.push(`concurrency ${level.summary.concurrency}: ${kinds}; first: ${first.kind === "http" ? `HTTP ${first.status} ` : ""}${first.message || "(empty body)"}`);
         }
     }
+    lines.push(...formatServerLines(report.server));
     return lines.join("\n");
 }
 

@@ -1,10 +1,13 @@
 /**
  * The load test's run: the levels (1 request in flight, then C), one after the other, each a fixed
  * number of requests sent as soon as a slot frees, measured by ./client.ts and summed up by
- * ./stats.ts.
+ * ./stats.ts; beside them, from the first level's start to the last one's end, what the server saw
+ * (./serverSampler.ts).
  */
 import { performance } from "perf_hooks";
 import { LoadtestApi, RequestPlan, RequestRecord, firstModel, measureRequest, normalizeEndpoint, requestPlan } from "./client";
+import { LevelSpan, ServerSampler, ServerSide, notSampled, sampledSide } from "./serverSampler";
+import { ServerOptions, chooseServerSource } from "./serverSources";
 import { LevelSummary, summarizeLevel } from "./stats";
 
 /** The run's parameters; only `endpoint` is required. */
@@ -33,6 +36,8 @@ export interface LoadtestOptions {
     readonly timeoutMs?: number;
     /** Called after each request, e.g. for progress. */
     readonly onRequest?: (record: RequestRecord) => void;
+    /** Where to read what the server saw (Prometheus, /metrics); without it the server side is not sampled. */
+    readonly server?: ServerOptions;
 }
 
 /** A level and its requests. */
@@ -56,6 +61,8 @@ export interface LoadtestReport {
     /** `none` or where the key came from; never the key. */
     readonly apiKeySource: string;
     readonly levels: readonly LevelReport[];
+    /** What the server saw, every second of the levels: running, waiting, KV %; or why not. */
+    readonly server: ServerSide;
 }
 
 export const DEFAULT_CONCURRENCY = 8;
@@ -119,10 +126,26 @@ export async function runLoadtest(options: LoadtestOptions): Promise<LoadtestRep
     const when = new Date().toISOString();
     const model = options.model ?? (await firstModel(endpoint, options.apiKey));
     const plan = requestPlan(endpoint, model, api, prompt, maxTokens, options.apiKey, timeoutMs);
+    const intervalMs = positiveInteger("server.intervalMs", options.server?.intervalMs, 1000);
+    // The place to sample is chosen before the load starts, each one tried with a read, in order; the
+    // read that answered, just before the first level, is the sample at 0 s.
+    const chosen = options.server ? await chooseServerSource(options.server, endpoint, model) : { reason: "not asked for: no Prometheus or /metrics given" };
+    const sampler = chosen.source ? new ServerSampler(chosen.source, intervalMs) : undefined;
     const reports: LevelReport[] = [];
-    for (const concurrency of levels) {
-        reports.push(await runLevel(plan, concurrency, requests, options.onRequest));
+    const spans: LevelSpan[] = [];
+    const runStart = performance.now();
+    sampler?.start(runStart, chosen.first);
+    let read: Awaited<ReturnType<ServerSampler["stop"]>> | undefined;
+    try {
+        // The levels follow one another: each one's span from the one before's end (the first's from 0).
+        for (const concurrency of levels) {
+            reports.push(await runLevel(plan, concurrency, requests, options.onRequest));
+            spans.push({ concurrency, fromMs: spans.at(-1)?.toMs ?? 0, toMs: performance.now() - runStart });
+        }
+    } finally {
+        read = await sampler?.stop();
     }
+    const server = chosen.source && read ? sampledSide(chosen.source, chosen.reason, intervalMs, read, spans) : notSampled(chosen.reason ?? "no answer", intervalMs);
     return {
         tool: "vllm-fleet loadtest",
         when,
@@ -135,5 +158,6 @@ export async function runLoadtest(options: LoadtestOptions): Promise<LoadtestRep
         timeoutMs,
         apiKeySource: options.apiKey ? (options.apiKeySource ?? "given") : "none",
         levels: reports,
+        server,
     };
 }

@@ -1,26 +1,13 @@
-/** The load test's chart: time to first token and output tokens per second per level, as SVG. */
+/**
+ * The load test's chart: time to first token and output tokens per second per level, as SVG, and
+ * under them what the server saw over time (./serverSvg.ts), in panels drawn the same way.
+ */
 import { escapeXml, svgHead } from "../svg";
+import { COLORS, drawPanelFrame, round, valueScale } from "./plot";
 import { LoadtestReport } from "./run";
+import { drawServerRow, serverRowHeight } from "./serverSvg";
 
-const COLORS = {
-    first: "#4c6ef5",
-    second: "#e8590c",
-    failed: "#c92a2a",
-    grid: "#e9ecef",
-    axis: "#adb5bd",
-    text: "#212529",
-    muted: "#868e96",
-};
-
-/** A "nice" step (1, 2 or 5 times a power of ten) giving at most `maxTicks` ticks up to `max`. */
-export function niceStep(max: number, maxTicks = 5): number {
-    if (!(max > 0)) {
-        return 1;
-    }
-    const raw = max / maxTicks;
-    const magnitude = 10 ** Math.floor(Math.log10(raw));
-    return [1, 2, 5, 10].map((m) => m * magnitude).find((step) => step >= raw) ?? 10 * magnitude;
-}
+export { niceStep } from "./plot";
 
 interface Panel {
     readonly title: string;
@@ -40,17 +27,17 @@ export interface LoadtestSvgOptions {
  * The chart as a self-contained SVG document, in the style of the deployment timeline
  * (tools/timeline/svg.ts): two panels side by side, time to first token (p50, p95) and output tokens
  * per second (each request's p50, and the level's total), a group of bars per concurrency with its
- * failures under it; every bar has a tooltip (`<title>`).
+ * failures under it; every bar has a tooltip (`<title>`). Under them the server's side: its requests
+ * running and waiting and its KV cache usage over the run, or why it was not sampled.
  */
 export function renderLoadtestSvg(report: LoadtestReport, options: LoadtestSvgOptions = {}): string {
     const width = options.width ?? 960;
-    const height = 370;
+    const levelsHeight = 370;
+    const height = levelsHeight + serverRowHeight(report.server);
     const top = 92;
     const plotHeight = 210;
-    const bottom = top + plotHeight;
     const gap = 40;
     const panelWidth = (width - gap) / 2;
-    const round = (value: number) => Math.round(value * 10) / 10;
     const summaries = report.levels.map((level) => level.summary);
     const panels: Panel[] = [
         {
@@ -83,31 +70,12 @@ export function renderLoadtestSvg(report: LoadtestReport, options: LoadtestSvgOp
         ),
     );
     panels.forEach((panel, panelIndex) => {
-        const left = panelIndex * (panelWidth + gap);
-        const axisX = left + 62;
-        const plotRight = left + panelWidth - 10;
-        const plotWidth = plotRight - axisX;
         const present = panel.series.flatMap((series) => series.values.filter((value): value is number => value !== null));
-        const step = niceStep(Math.max(0, ...present));
-        const max = Math.max(step, Math.ceil(Math.max(0, ...present) / step) * step);
-        const y = (value: number) => bottom - (value / max) * plotHeight;
-        out.push(`<text x="${axisX}" y="60" font-size="13" font-weight="bold" fill="${COLORS.text}">${escapeXml(panel.title)}</text>`);
-        panel.series.forEach((series, index) => {
-            const lx = axisX + index * 150;
-            out.push(`<rect x="${lx}" y="68" width="12" height="10" fill="${series.color}"/><text x="${lx + 16}" y="77" fill="${COLORS.text}">${escapeXml(series.label)}</text>`);
-        });
-        for (let tick = 0; tick <= max + 1e-9; tick += step) {
-            const ty = round(y(tick));
-            out.push(
-                `<line x1="${axisX}" y1="${ty}" x2="${round(plotRight)}" y2="${ty}" stroke="${COLORS.grid}"/>`,
-                `<text x="${axisX - 5}" y="${round(ty + 4)}" text-anchor="end" fill="${COLORS.muted}">${Number(tick.toPrecision(6))}</text>`,
-            );
-        }
-        out.push(
-            `<line x1="${axisX}" y1="${top}" x2="${axisX}" y2="${bottom}" stroke="${COLORS.axis}"/>`,
-            `<line x1="${axisX}" y1="${bottom}" x2="${round(plotRight)}" y2="${bottom}" stroke="${COLORS.axis}"/>`,
-            `<text x="${left + 14}" y="${top + plotHeight / 2}" text-anchor="middle" fill="${COLORS.muted}" transform="rotate(-90 ${left + 14} ${top + plotHeight / 2})">${escapeXml(panel.unit)}</text>`,
-            `<text x="${round(axisX + plotWidth / 2)}" y="${bottom + 46}" text-anchor="middle" fill="${COLORS.muted}">concurrency (requests in flight)</text>`,
+        const { axisX, plotWidth, bottom, y } = drawPanelFrame(
+            out,
+            { left: panelIndex * (panelWidth + gap), width: panelWidth, top, plotHeight },
+            { title: panel.title, unit: panel.unit, legend: panel.series, xLabel: "concurrency (requests in flight)" },
+            valueScale(present),
         );
         const groupWidth = plotWidth / Math.max(1, summaries.length);
         const barWidth = Math.min(48, (groupWidth * 0.7) / panel.series.length);
@@ -134,6 +102,7 @@ export function renderLoadtestSvg(report: LoadtestReport, options: LoadtestSvgOp
             });
         });
     });
+    drawServerRow(out, report.server, levelsHeight, width);
     out.push("</svg>");
     return `${out.join("\n")}\n`;
 }

@@ -1,6 +1,10 @@
-/** Where the load test sends its requests and with which key: the command line, the stack, the environment. */
+/**
+ * Where the load test sends its requests and with which key, and where it reads what the server saw:
+ * the command line, the stack, the environment.
+ */
 import { projectStack } from "../stack";
 import { LoadtestArgs } from "./cli";
+import { ServerOptions, StackService } from "./serverSources";
 
 /** What a stack gives the load test: its endpoint output and its API key, if any. */
 export interface StackTarget {
@@ -9,7 +13,30 @@ export interface StackTarget {
     /** Its output apiKey. */
     readonly apiKey?: string;
     /** Its output services: each service's endpoint and model. */
-    readonly services?: Readonly<Record<string, { readonly endpoint: string; readonly model: string }>>;
+    readonly services?: Readonly<Record<string, StackService>>;
+    /** Its output monitoring.endpoint: Prometheus's base URL, when the stack has monitoring. */
+    readonly prometheus?: string;
+}
+
+/** What resolveTarget gives: where the requests go, with which key, and where the server is read. */
+export interface ResolvedTarget {
+    readonly endpoint: string;
+    readonly model?: string;
+    readonly apiKey?: string;
+    readonly apiKeySource: string;
+    readonly stack?: string;
+    readonly server: ServerOptions;
+}
+
+/** The output services' entries that name an endpoint and a model (others are of no use here). */
+function stackServices(value: unknown): Record<string, StackService> | undefined {
+    if (typeof value !== "object" || value === null) {
+        return undefined;
+    }
+    const entries = Object.entries(value as Record<string, { endpoint?: unknown; model?: unknown }>).flatMap(([name, service]) =>
+        typeof service?.endpoint === "string" && typeof service.model === "string" ? [[name, { endpoint: service.endpoint, model: service.model }] as const] : [],
+    );
+    return Object.fromEntries(entries);
 }
 
 /**
@@ -31,19 +58,39 @@ export async function readStackTarget(stackName?: string): Promise<StackTarget> 
         throw new Error(`stack ${stack}: ${said ?? (error as Error).message}`);
     }
     const text = (value: unknown) => (typeof value === "string" && value !== "" ? value : undefined);
-    return { stack, endpoint: text(outputs.endpoint?.value), apiKey: text(outputs.apiKey?.value), services: outputs.services?.value };
+    return {
+        stack,
+        endpoint: text(outputs.endpoint?.value),
+        apiKey: text(outputs.apiKey?.value),
+        services: stackServices(outputs.services?.value),
+        prometheus: text((outputs.monitoring?.value as { endpoint?: unknown } | undefined)?.endpoint),
+    };
 }
 
 /**
  * The endpoint and key for the command line's arguments. The stack is read when `--stack` is given or
  * `--endpoint` is not. The key: the variable `--api-key-env` names when given and set, else the stack's
- * (its output apiKey), else VLLM_API_KEY.
+ * (its output apiKey), else VLLM_API_KEY. The server's side: `--prometheus`, else the stack's
+ * Prometheus; `--metrics`, else the stack's services (with the stack's key, the one vLLM serves with).
  */
-export async function resolveTarget(
+export async function resolveTarget(args: LoadtestArgs, env: NodeJS.ProcessEnv, readStack: (stack?: string) => Promise<StackTarget> = readStackTarget): Promise<ResolvedTarget> {
+    const key = await resolveKey(args, env, readStack);
+    const { target } = key;
+    const server: ServerOptions = {
+        prometheus: args.prometheus ?? target?.prometheus,
+        metrics: args.metrics === undefined ? undefined : [args.metrics],
+        services: target?.services,
+        apiKey: target ? (target.apiKey ?? "") : key.resolved.apiKey,
+        none: target ? undefined : "no stack read with --endpoint alone: give --prometheus URL or --metrics URL",
+    };
+    return { ...key.resolved, server };
+}
+
+async function resolveKey(
     args: LoadtestArgs,
     env: NodeJS.ProcessEnv,
-    readStack: (stack?: string) => Promise<StackTarget> = readStackTarget,
-): Promise<{ endpoint: string; model?: string; apiKey?: string; apiKeySource: string; stack?: string }> {
+    readStack: (stack?: string) => Promise<StackTarget>,
+): Promise<{ target?: StackTarget; resolved: Omit<ResolvedTarget, "server"> }> {
     const target = args.stack !== undefined || args.endpoint === undefined || args.service !== undefined ? await readStack(args.stack) : undefined;
     const service = args.service === undefined ? undefined : target?.services?.[args.service];
     if (args.service !== undefined && !service) {
@@ -55,13 +102,15 @@ export async function resolveTarget(
     if (!endpoint) {
         throw new Error(`stack ${target?.stack} has no output endpoint (is it deployed?); give --endpoint URL`);
     }
+    const stack = target?.stack;
     const named = args.apiKeyEnv === undefined ? undefined : env[args.apiKeyEnv];
     if (args.apiKeyEnv !== undefined && named) {
-        return { endpoint, model, apiKey: named, apiKeySource: `env ${args.apiKeyEnv}`, stack: target?.stack };
+        return { target, resolved: { endpoint, model, apiKey: named, apiKeySource: `env ${args.apiKeyEnv}`, stack } };
     }
     if (target?.apiKey) {
-        return { endpoint, model, apiKey: target.apiKey, apiKeySource: `stack ${target.stack} output apiKey`, stack: target.stack };
+        return { target, resolved: { endpoint, model, apiKey: target.apiKey, apiKeySource: `stack ${target.stack} output apiKey`, stack } };
     }
     const fallback = args.apiKeyEnv ?? "VLLM_API_KEY";
-    return env[fallback] ? { endpoint, model, apiKey: env[fallback], apiKeySource: `env ${fallback}`, stack: target?.stack } : { endpoint, model, apiKeySource: "none", stack: target?.stack };
+    const resolved = env[fallback] ? { endpoint, model, apiKey: env[fallback], apiKeySource: `env ${fallback}`, stack } : { endpoint, model, apiKeySource: "none", stack };
+    return { target, resolved };
 }
