@@ -5,7 +5,12 @@
  * interface by name). The figures `npm run top` shows are {@link SERVICE_QUERIES}, the same queries.
  * Every panel's query is run against the proving ground's Prometheus in the e2e. Pure.
  */
-import { MonitoredNode } from "./monitoring";
+
+/** A node as monitoring sees it: its name, and its fabric interface and address. */
+export interface MonitoredNode {
+    readonly name: string;
+    readonly fabric: { readonly ip: string; readonly interface: string };
+}
 
 /**
  * One query per figure of a service, each one series per `service` (the target label Prometheus

@@ -10,7 +10,7 @@ import { FleetConfig, GATEWAY_METRICS_PORT } from "../config";
 import { ContainerFile, ContainerSpec } from "../containerSpec";
 import { REVISION_LABEL, fleetLabels, monitoringContainers } from "../names";
 import { urlHost } from "../net";
-import { DASHBOARD_DATASOURCE_UID, fleetDashboard } from "./dashboard";
+import { DASHBOARD_DATASOURCE_UID, MonitoredNode, fleetDashboard } from "./dashboard";
 import { PlannedNode } from "./nodes";
 
 /** The uid Prometheus runs as in its image (the official images' `nobody`), which owns its data directory. */
@@ -33,12 +33,6 @@ export interface ScrapeTarget {
     readonly job: MonitoringJob;
     readonly address: string;
     readonly labels: Readonly<Record<string, string>>;
-}
-
-/** A node as monitoring sees it: its name, and its fabric interface and address. */
-export interface MonitoredNode {
-    readonly name: string;
-    readonly fabric: { readonly ip: string; readonly interface: string };
 }
 
 /** What a service offers Prometheus: its name and model, and its first node, where its API (and /metrics) answers. */
@@ -268,7 +262,8 @@ export function planMonitoring(
     const names = monitoringContainers(stack);
     const node = config.nodes.find((entry) => entry.name === monitoring.node)!;
     const keyed = config.vllm.apiKey !== "none";
-    const targets = scrapeTargets(services, gateway, nodes, monitoring.nodeExporter.port);
+    // Every series carries the stack (external labels reach alerts only, not queries).
+    const targets = scrapeTargets(services, gateway, nodes, monitoring.nodeExporter.port).map((target) => ({ ...target, labels: { ...target.labels, stack } }));
     const data = { dir: `${monitoring.dataDir === "/" ? "" : monitoring.dataDir}/${stack}`, removeOnDestroy: monitoring.removeDataOnDestroy, uid: PROMETHEUS_UID };
     const emptyState: ContainerFile[] = [
         ...MONITORING_JOBS.map((job) => ({ path: targetsFile(job), content: "[]\n" })),
