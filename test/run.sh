@@ -24,6 +24,8 @@ setup() {
   fi
   say "Docker engine"
   bash test/toolchain/docker.sh
+  say "Debian packages the tests use"
+  bash test/toolchain/packages.sh
   say "Pulumi toolchain"
   local t1
   t1=$(date +%s)

@@ -267,7 +267,7 @@ describe("npm run top in a real terminal (tmux)", () => {
                 const text = tmux.screen();
                 return /top exited \d+/.test(text) && /speed/.test(text) ? text : undefined;
             },
-            10_000,
+            30_000,
             () => `the screen after ${key}:\n${tmux.screen()}`,
         );
         expect(after).toContain("top exited 0");
@@ -283,7 +283,7 @@ describe("npm run top in a real terminal (tmux)", () => {
                 const [dead, code] = tmux.show("#{pane_dead} #{pane_dead_status}").split(" ");
                 return dead === "1" ? code : undefined;
             },
-            5000,
+            15_000,
             () => `the pane is still alive:\n${tmux.screen()}`,
         );
         expect(status).toBe("0");
@@ -337,7 +337,7 @@ describe("npm run top in a real terminal (tmux)", () => {
         const alpha = await vllmStandIn("stand-in/alpha", [{ ratePerSecond: 100, running: 1, waiting: 0, kv: 0.1 }], "right-key");
         cleanups.push(() => alpha.close());
         const { tmux, done } = startTop(["--endpoints", `alpha=${alpha.url}`, "--api-key-env", "TOP_TEST_KEY", "--interval", "0.5"], { TOP_TEST_KEY: "wrong-key" });
-        await waitFor(() => (rowOf(tmux.screen(), "alpha") ?? "").match(/^alpha +- +\/metrics: HTTP 401$/) ?? undefined, 10_000, () => `the screen:\n${tmux.screen()}`);
+        await waitFor(() => (rowOf(tmux.screen(), "alpha") ?? "").match(/^alpha +- +\/metrics: HTTP 401$/) ?? undefined, 30_000, () => `the screen:\n${tmux.screen()}`);
         await quitWith(tmux, done, "C-c");
-    }, 30_000);
+    }, 60_000);
 });
