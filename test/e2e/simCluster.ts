@@ -77,6 +77,8 @@ export interface SimOptions {
     readonly stores?: readonly ImageStore[];
     /** The real-vLLM workload image (sim.sh real-image), on the first node only. */
     readonly real?: boolean;
+    /** The monitoring image (sim.sh monitoring-image: Prometheus and the node exporter) on every node. */
+    readonly monitoring?: boolean;
 }
 
 /** Brings up `nodes` simulated Sparks as cluster `name` and returns its description. */
@@ -87,6 +89,7 @@ export async function simUp(name: string, nodes: number, options: SimOptions = {
         ...(options.registry ? ["--registry"] : []),
         ...(options.stores?.length ? ["--stores", options.stores.join(",")] : []),
         ...(options.real ? ["--real"] : []),
+        ...(options.monitoring ? ["--monitoring"] : []),
     ];
     // The real-vLLM image's first build downloads and installs 3 GB of wheels.
     await sim(["up", "-n", String(nodes), "-c", name, ...extra], options.real ? 30 * 60_000 : undefined);
