@@ -8,7 +8,7 @@
 import { describe, expect, it } from "vitest";
 import { parseFleetConfig } from "../../infra/core/config";
 import { REVISION_LABEL, ROLE_LABEL, STACK_LABEL, monitoringContainers } from "../../infra/core/names";
-import { DASHBOARD_DATASOURCE_UID, SERVICE_QUERIES, alertRules, dashboardPanels, fleetDashboard, prometheusConfig, scrapeTargets, targetsFileContent } from "../../infra/core/plan";
+import { DASHBOARD_DATASOURCE_UID, SERVICE_QUERIES, alertRules, stackDirectory, dashboardPanels, fleetDashboard, prometheusConfig, scrapeTargets, targetsFileContent } from "../../infra/core/plan";
 import { containerRevision, monitoringRevisions } from "../../infra/core/reconcile";
 import { LiveContainer } from "../../infra/core/observe";
 import { configProblems } from "./configErrors";
@@ -312,5 +312,13 @@ describe("Grafana with monitoring.grafana (mocks)", async () => {
         const keyless = { nodes: fleet([BIG]).nodes, ssh: { user: "aurora" }, fabric: { subnet: "192.168.200.0/24" }, image: { name: "vllm/vllm-openai:v0.17.1" }, model: { path: "/m", servedName: "m" }, vllm: { apiKey: "none" }, monitoring: { node: "spark1", grafana: {} } };
         expect(configProblems(keyless).find((line) => line.includes("vllm-fleet:monitoring.grafana"))).toContain("Grafana's admin password is the stack's key");
         expect(configProblems(fleet([BIG, CODER], { node: "spark1", grafana: { port: 9090 } })).find((line) => line.includes("vllm-fleet:monitoring.grafana.port"))).toContain("vllm-fleet:monitoring.port");
+    });
+});
+
+describe("the stack's own directory (compile caches, Prometheus's data)", () => {
+    it("is <dir>/<stack>, and refused naming the key when the stack's name cannot name a directory", () => {
+        expect(stackDirectory("/var/lib/vllm-fleet/prometheus", "spark-duo", "monitoring.dataDir")).toBe("/var/lib/vllm-fleet/prometheus/spark-duo");
+        expect(stackDirectory("/", "spark-duo", "monitoring.dataDir")).toBe("/spark-duo");
+        expect(() => stackDirectory("/srv", "..", "monitoring.dataDir")).toThrow('the stack name ".." cannot name a directory under vllm-fleet:monitoring.dataDir');
     });
 });

@@ -51,10 +51,18 @@ export function planCache(config: Pick<FleetConfig, "cache" | "image">, stack: s
     if (!config.cache.enabled) {
         return undefined;
     }
+    return { stackDir: stackDirectory(config.cache.dir, stack, "cache.dir"), removeOnDestroy: config.cache.removeOnDestroy, image: config.image.name };
+}
+
+/**
+ * The stack's own directory below `dir` (an absolute path the key `key` gives): `<dir>/<stack>`.
+ * Throws when the stack's name cannot name a directory there.
+ */
+export function stackDirectory(dir: string, stack: string, key: string): string {
     if (!STACK_NAME.test(stack) || stack === "." || stack === "..") {
-        throw new FleetError(`the stack name ${JSON.stringify(stack)} cannot name a directory under vllm-fleet:cache.dir; expected letters, digits, '-', '_' and '.'`);
+        throw new FleetError(`the stack name ${JSON.stringify(stack)} cannot name a directory under vllm-fleet:${key}; expected letters, digits, '-', '_' and '.'`);
     }
-    return { stackDir: `${config.cache.dir === "/" ? "" : config.cache.dir}/${stack}`, removeOnDestroy: config.cache.removeOnDestroy, image: config.image.name };
+    return `${dir === "/" ? "" : dir}/${stack}`;
 }
 
 /**

@@ -28,10 +28,17 @@ export const SERVICE_QUERIES = {
 /** A histogram's quantile per service over the last minute. */
 const quantile = (q: number, histogram: string) => `histogram_quantile(${q}, sum by (service, le) (rate(vllm:${histogram}_bucket{job="vllm"}[1m])))`;
 
-/** One node's fabric interface, by name: `metric` of it, the nodes side by side. */
-function perFabric(nodes: readonly MonitoredNode[], metric: string): string {
-    return nodes.map((node) => `rate(${metric}{job="node",node="${node.name}",device="${node.fabric.interface}"}[1m])`).join(" or ");
+/**
+ * An expression over each node's fabric interface by name: `of` given each node's selector
+ * (`{job="node",node="spark1",device="enp1s0f1np1"}`), the nodes side by side (`or`). The dashboard's
+ * panels and the alert rules read the fabric this one way.
+ */
+export function perFabric(nodes: readonly MonitoredNode[], of: (selector: string) => string): string {
+    return nodes.map((node) => of(`{job="node",node="${node.name}",device="${node.fabric.interface}"}`)).join(" or ");
 }
+
+/** The per-second rate of `metric` on each node's fabric interface over the last minute. */
+const fabricRate = (nodes: readonly MonitoredNode[], metric: string) => perFabric(nodes, (selector) => `rate(${metric}${selector}[1m])`);
 
 /** A panel: a time series of one or more queries. */
 export interface DashboardPanel {
@@ -92,16 +99,16 @@ export function dashboardPanels(nodes: readonly MonitoredNode[]): { readonly row
                     title: "Fabric bytes per second",
                     unit: "Bps",
                     queries: [
-                        { expr: perFabric(nodes, "node_network_receive_bytes_total"), legend: "{{node}} {{device}} in" },
-                        { expr: perFabric(nodes, "node_network_transmit_bytes_total"), legend: "{{node}} {{device}} out" },
+                        { expr: fabricRate(nodes, "node_network_receive_bytes_total"), legend: "{{node}} {{device}} in" },
+                        { expr: fabricRate(nodes, "node_network_transmit_bytes_total"), legend: "{{node}} {{device}} out" },
                     ],
                 },
                 {
                     title: "Fabric errors per second",
                     unit: "none",
                     queries: [
-                        { expr: perFabric(nodes, "node_network_receive_errs_total"), legend: "{{node}} {{device}} in" },
-                        { expr: perFabric(nodes, "node_network_transmit_errs_total"), legend: "{{node}} {{device}} out" },
+                        { expr: fabricRate(nodes, "node_network_receive_errs_total"), legend: "{{node}} {{device}} in" },
+                        { expr: fabricRate(nodes, "node_network_transmit_errs_total"), legend: "{{node}} {{device}} out" },
                     ],
                 },
             ],

@@ -10,7 +10,8 @@ import { FleetConfig, GATEWAY_METRICS_PORT } from "../config";
 import { ContainerFile, ContainerSpec } from "../containerSpec";
 import { REVISION_LABEL, fleetLabels, monitoringContainers } from "../names";
 import { urlHost } from "../net";
-import { DASHBOARD_DATASOURCE_UID, MonitoredNode, fleetDashboard } from "./dashboard";
+import { stackDirectory } from "./cache";
+import { DASHBOARD_DATASOURCE_UID, MonitoredNode, fleetDashboard, perFabric } from "./dashboard";
 import { PlannedNode } from "./nodes";
 
 /** The uid Prometheus runs as in its image (the official images' `nobody`), which owns its data directory. */
@@ -179,12 +180,7 @@ interface AlertRule {
  */
 export function alertRules(nodes: readonly MonitoredNode[]): AlertRule[] {
     // Each node's fabric interface by name: received and sent errors added up, the nodes side by side.
-    const fabricErrors = nodes
-        .map((node) => {
-            const selector = `{job="node",node="${node.name}",device="${node.fabric.interface}"}`;
-            return `(increase(node_network_receive_errs_total${selector}[5m]) + increase(node_network_transmit_errs_total${selector}[5m]))`;
-        })
-        .join(" or ");
+    const fabricErrors = perFabric(nodes, (selector) => `(increase(node_network_receive_errs_total${selector}[5m]) + increase(node_network_transmit_errs_total${selector}[5m]))`);
     return [
         {
             alert: "ServiceDown",
@@ -264,7 +260,7 @@ export function planMonitoring(
     const keyed = config.vllm.apiKey !== "none";
     // Every series carries the stack (external labels reach alerts only, not queries).
     const targets = scrapeTargets(services, gateway, nodes, monitoring.nodeExporter.port).map((target) => ({ ...target, labels: { ...target.labels, stack } }));
-    const data = { dir: `${monitoring.dataDir === "/" ? "" : monitoring.dataDir}/${stack}`, removeOnDestroy: monitoring.removeDataOnDestroy, uid: PROMETHEUS_UID };
+    const data = { dir: stackDirectory(monitoring.dataDir, stack, "monitoring.dataDir"), removeOnDestroy: monitoring.removeDataOnDestroy, uid: PROMETHEUS_UID };
     const emptyState: ContainerFile[] = [
         ...MONITORING_JOBS.map((job) => ({ path: targetsFile(job), content: "[]\n" })),
         { path: RULES_FILE, content: "groups: []\n" },
