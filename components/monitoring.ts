@@ -1,6 +1,6 @@
 /**
- * The monitoring (config `monitoring`, the plan's infra/core/plan/monitoring.ts): a node exporter on
- * every node, Prometheus on its node with its data directory, and the step that gives the running
+ * The monitoring (config `monitoring`, the plan's infra/core/plan/monitoring.ts): a node exporter (and
+ * with monitoring.gpuExporter NVIDIA's DCGM exporter) on every node, Prometheus on its node with its data directory, and the step that gives the running
  * Prometheus its targets, alert rules and the stack's key (scripts/monitoring-config.sh), in place:
  * a service added or removed keeps the container and its data. Ready when Prometheus has loaded the
  * rules and scraped every target up, so `up` never reports monitoring that does not see the fleet.
@@ -49,8 +49,11 @@ export class Monitoring extends pulumi.ComponentResource {
         const { plan } = args;
         const nodeOf = (node: string) => args.nodes.find((access) => access.nodeName === node)!;
         const driving = { driver: args.containerDriver, runner: args.runner };
-        const exporters = plan.exporters.map((exporter) =>
-            realizeContainer(driving.driver, driving.runner, `${exporter.node}-node-exporter`, nodeOf(exporter.node), pulumi.output(exporter.spec), {
+        const exporters = [
+            ...plan.exporters.map((exporter) => ({ ...exporter, resource: `${exporter.node}-node-exporter` })),
+            ...plan.gpuExporters.map((exporter) => ({ ...exporter, resource: `${exporter.node}-gpu-exporter` })),
+        ].map((exporter) =>
+            realizeContainer(driving.driver, driving.runner, exporter.resource, nodeOf(exporter.node), pulumi.output(exporter.spec), {
                 parent: this,
                 dependsOn: [nodeOf(exporter.node), ...args.nodeSteps],
             }),

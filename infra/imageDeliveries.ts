@@ -84,12 +84,13 @@ export function imageDeliveries(
             );
         }
     }
-    // The monitoring's images, pulled where they run: Prometheus's and Grafana's on its node, the exporter's on every node.
+    // The monitoring's images, pulled where they run: Prometheus's and Grafana's on its node, the exporters' on every node.
     if (monitoring) {
         const pulls = [
             ...(monitoring.node === node ? [{ image: monitoring.image, step: `${node}-prometheus-image`, key: "vllm-fleet:monitoring.image.name" }] : []),
             ...(monitoring.node === node && monitoring.grafana ? [{ image: monitoring.grafana.image, step: `${node}-grafana-image`, key: "vllm-fleet:monitoring.grafana.image.name" }] : []),
             { image: monitoring.exporterImage, step: `${node}-node-exporter-image`, key: "vllm-fleet:monitoring.nodeExporter.image.name" },
+            ...(monitoring.gpuExporterImage ? [{ image: monitoring.gpuExporterImage, step: `${node}-gpu-exporter-image`, key: "vllm-fleet:monitoring.gpuExporter.image.name" }] : []),
         ];
         for (const pull of pulls) {
             if (pull.image.source === "pull" && !steps.has(pull.image.name)) {

@@ -46,10 +46,10 @@ export function gatewayContainer(stack: string): string {
     return `vllm-fleet-gateway-${stack.replace(/[^A-Za-z0-9_.-]/g, "-")}`;
 }
 
-/** The monitoring's containers (Prometheus and Grafana on one node, an exporter on each), named after the stack like the gateway's. */
-export function monitoringContainers(stack: string): { prometheus: string; exporter: string; grafana: string } {
+/** The monitoring's containers (Prometheus and Grafana on one node, the exporters on each), named after the stack like the gateway's. */
+export function monitoringContainers(stack: string): { prometheus: string; exporter: string; gpuExporter: string; grafana: string } {
     const safe = stack.replace(/[^A-Za-z0-9_.-]/g, "-");
-    return { prometheus: `vllm-fleet-prometheus-${safe}`, exporter: `vllm-fleet-node-exporter-${safe}`, grafana: `vllm-fleet-grafana-${safe}` };
+    return { prometheus: `vllm-fleet-prometheus-${safe}`, exporter: `vllm-fleet-node-exporter-${safe}`, gpuExporter: `vllm-fleet-gpu-exporter-${safe}`, grafana: `vllm-fleet-grafana-${safe}` };
 }
 
 /** Label on every container vllm-fleet starts: the stack that made it (nothing else touches it). */

@@ -116,15 +116,15 @@ export function containerRevision(observation: Pick<NodeObservation, "node" | "c
 }
 
 /**
- * The revisions of Prometheus and Grafana (on `node`) and of every node's exporter (containerRevision), and a
- * finding for each found dead.
+ * The revisions of Prometheus and Grafana (on `node`) and of every node's exporters (the node's, the
+ * GPU's) (containerRevision), and a finding for each found dead.
  */
 export function monitoringRevisions(
     node: string,
     stack: string,
     observations: readonly Pick<NodeObservation, "node" | "containers">[],
     fresh: () => string,
-): { prometheus: string; grafana: string; exporters: Record<string, string>; findings: string[] } {
+): { prometheus: string; grafana: string; exporters: Record<string, string>; gpuExporters: Record<string, string>; findings: string[] } {
     const names = monitoringContainers(stack);
     const findings: string[] = [];
     const decide = (observation: Pick<NodeObservation, "node" | "containers">, name: string) => {
@@ -137,6 +137,7 @@ export function monitoringRevisions(
         prometheus: decide(own, names.prometheus),
         grafana: decide(own, names.grafana),
         exporters: Object.fromEntries(observations.map((observation) => [observation.node, decide(observation, names.exporter)])),
+        gpuExporters: Object.fromEntries(observations.map((observation) => [observation.node, decide(observation, names.gpuExporter)])),
         findings,
     };
 }

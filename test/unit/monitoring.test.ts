@@ -51,6 +51,9 @@ describe("the monitoring's config", () => {
         ["a data directory that is a system directory", { node: "spark1", dataDir: "/usr" }, "vllm-fleet:monitoring.dataDir", "(it is written by Prometheus)"],
         ["an image source it cannot do", { node: "spark1", image: { name: "prom/prometheus:v3.5.0", source: "copy" } }, "vllm-fleet:monitoring.image.source", "present"],
         ["a key it does not have", { node: "spark1", retension: "15d" }, "vllm-fleet:monitoring.retension", "retention"],
+        ["a GPU exporter port the node exporter takes", { node: "spark1", gpuExporter: { port: 9100 } }, "vllm-fleet:monitoring.gpuExporter.port", "a port other than vllm-fleet:monitoring.nodeExporter.port"],
+        ["a GPU exporter port a service takes", { node: "spark1", gpuExporter: { port: 8001 } }, "vllm-fleet:monitoring.gpuExporter.port", "vllm-fleet:services[1].vllm.port on spark3 and vllm-fleet:services[1].vllm.port on spark4 (the GPU exporter runs on every node"],
+        ["a GPU exporter port Prometheus takes", { node: "spark1", gpuExporter: { port: 9090 } }, "vllm-fleet:monitoring.gpuExporter.port", "vllm-fleet:monitoring.port"],
     ])("refuses %s, naming the key", (_what, monitoring, key, expected) => {
         it("in one line", () => {
             const lines = configProblems(fleet([BIG, CODER], monitoring));
@@ -88,7 +91,7 @@ describe("the monitoring's plan", () => {
         expect(text.split("\n")[0]).toMatch(/^# /);
         const config = JSON.parse(text.split("\n").slice(1).join("\n"));
         expect(config.global).toEqual({ scrape_interval: "5s", scrape_timeout: "5s", evaluation_interval: "5s", external_labels: { stack: "unit" } });
-        expect(config.scrape_configs.map((job: { job_name: string }) => job.job_name)).toEqual(["vllm", "gateway", "node", "prometheus"]);
+        expect(config.scrape_configs.map((job: { job_name: string }) => job.job_name)).toEqual(["vllm", "gateway", "node", "gpu", "prometheus"]);
         expect(config.scrape_configs[0].authorization).toEqual({ type: "Bearer", credentials_file: "/etc/vllm-fleet/prometheus/state/key" });
         expect(config.scrape_configs[0].file_sd_configs[0].files).toEqual(["/etc/vllm-fleet/prometheus/state/vllm.json"]);
         expect(config.rule_files).toEqual(["/etc/vllm-fleet/prometheus/state/rules.yml"]);
@@ -99,7 +102,7 @@ describe("the monitoring's plan", () => {
 
     it("ships the alert rules, the fabric's errors on each node's own interface by name", () => {
         const rules = alertRules([planned("spark1"), planned("spark2", "enP2p1s0f1np1")]);
-        expect(rules.map((rule) => rule.alert)).toEqual(["ServiceDown", "GatewayDown", "NodeExporterDown", "KvCacheHigh", "RequestsWaitingGrowing", "NodeMemoryLow", "FabricErrors"]);
+        expect(rules.map((rule) => rule.alert)).toEqual(["ServiceDown", "GatewayDown", "NodeExporterDown", "GpuExporterDown", "KvCacheHigh", "RequestsWaitingGrowing", "NodeMemoryLow", "FabricErrors"]);
         const fabric = rules.find((rule) => rule.alert === "FabricErrors")!.expr;
         expect(fabric).toContain('node_network_receive_errs_total{job="node",node="spark1",device="enp1s0f1np1"}');
         expect(fabric).toContain('node_network_transmit_errs_total{job="node",node="spark2",device="enP2p1s0f1np1"}');
@@ -312,6 +315,53 @@ describe("Grafana with monitoring.grafana (mocks)", async () => {
         const keyless = { nodes: fleet([BIG]).nodes, ssh: { user: "aurora" }, fabric: { subnet: "192.168.200.0/24" }, image: { name: "vllm/vllm-openai:v0.17.1" }, model: { path: "/m", servedName: "m" }, vllm: { apiKey: "none" }, monitoring: { node: "spark1", grafana: {} } };
         expect(configProblems(keyless).find((line) => line.includes("vllm-fleet:monitoring.grafana"))).toContain("Grafana's admin password is the stack's key");
         expect(configProblems(fleet([BIG, CODER], { node: "spark1", grafana: { port: 9090 } })).find((line) => line.includes("vllm-fleet:monitoring.grafana.port"))).toContain("vllm-fleet:monitoring.port");
+    });
+});
+
+describe("the GPU exporter with monitoring.gpuExporter (mocks)", async () => {
+    const withGpus = await runProgram(fleet([BIG, CODER], { node: "spark1", gpuExporter: {} }), probe);
+    const two = await runProgram(fleet([BIG, CODER]), probe);
+
+    it("is off by default, NVIDIA's DCGM exporter on port 9400 when asked", () => {
+        expect(parseFleetConfig(fleet([BIG, CODER])).monitoring?.gpuExporter).toBeUndefined();
+        expect(parseFleetConfig(fleet([BIG, CODER], { node: "spark1", gpuExporter: {} })).monitoring?.gpuExporter).toEqual({
+            image: { name: "nvcr.io/nvidia/k8s/dcgm-exporter:4.4.2-4.7.0-ubuntu22.04", source: "pull" },
+            port: 9400,
+        });
+        expect(two.resources.some((resource) => resource.name.includes("gpu-exporter"))).toBe(false);
+    });
+
+    it("runs on every node with the GPUs, on the fabric address only, with the image's entrypoint, and is scraped there", () => {
+        for (const node of ["spark1", "spark2", "spark3", "spark4"]) {
+            const exporter = program(withGpus, `${node}-gpu-exporter`);
+            expect(exporter).toContain("NAME='vllm-fleet-gpu-exporter-unit'");
+            expect(exporter).toContain("'--gpus' 'all'");
+            expect(exporter).toContain(`'--address' '${fabricIps[node]}:9400'`);
+            expect(exporter).toContain(`'--label' '${ROLE_LABEL}=gpu-exporter'`);
+            expect(exporter).not.toContain("'--entrypoint'");
+            expect(withGpus.byName(`${node}-gpu-exporter-image`).inputs.create).toContain("IMAGE_KEY='vllm-fleet:monitoring.gpuExporter.image.name'");
+            expect(withGpus.byName("monitoring-config").dependencies).toContain(withGpus.byName(`${node}-gpu-exporter`).urn);
+        }
+        const targets = (withGpus.outputs.monitoring as { targets: string[] }).targets;
+        expect(targets.filter((target) => target.startsWith("gpu "))).toEqual(["gpu 192.168.200.12:9400", "gpu 192.168.200.13:9400", "gpu 192.168.200.14:9400", "gpu 192.168.200.15:9400"]);
+    });
+
+    it("comes and goes in place: Prometheus's configuration has the GPU job either way, only its targets change", () => {
+        const revisionless = (run: MockRun) => program(run, "monitoring-prometheus").replace(/vllm-fleet\.revision=\w+/g, "");
+        expect(revisionless(withGpus)).toBe(revisionless(two));
+        expect(program(two, "monitoring-prometheus")).toContain("/etc/vllm-fleet/prometheus/state/gpu.json");
+        expect(inputsOf(withGpus, "monitoring-config")).not.toBe(inputsOf(two, "monitoring-config"));
+    });
+
+    it("is closed to all but the fabric (firewall), and gets the dashboard a GPUs row", async () => {
+        const walled = await runProgram({ ...fleet([BIG, CODER], { node: "spark1", gpuExporter: {} }), security: { firewall: true, clients: ["10.1.230.0/24"] } }, probe);
+        expect(program(walled, "spark2-firewall")).toMatch(/CLOSED_PORTS=\([^)]*'9400'/);
+        const nodes = [planned("spark1")];
+        expect(dashboardPanels(nodes, true).map((row) => row.row)).toEqual(["Services", "Nodes", "GPUs"]);
+        const gpuExprs = dashboardPanels(nodes, true)[2].panels.flatMap((panel) => panel.queries.map((query) => query.expr));
+        expect(gpuExprs).toContain('DCGM_FI_DEV_GPU_UTIL{job="gpu"}');
+        expect(program(await runProgram(fleet([BIG, CODER], { node: "spark1", gpuExporter: {}, grafana: {} }), probe), "monitoring-grafana")).toContain("DCGM_FI_DEV_POWER_USAGE");
+        expect(program(await runProgram(fleet([BIG, CODER], { node: "spark1", grafana: {} }), probe), "monitoring-grafana")).not.toContain("DCGM_FI_DEV");
     });
 });
 

@@ -19,6 +19,8 @@ import { ServiceInput } from "./services";
 export const PROMETHEUS_IMAGE = "prom/prometheus:v3.5.0";
 export const NODE_EXPORTER_IMAGE = "prom/node-exporter:v1.9.1";
 export const GRAFANA_IMAGE = "grafana/grafana:11.6.0";
+/** NVIDIA's DCGM exporter (arm64 and amd64), the GPU's exporter (monitoring.gpuExporter). */
+export const DCGM_EXPORTER_IMAGE = "nvcr.io/nvidia/k8s/dcgm-exporter:4.4.2-4.7.0-ubuntu22.04";
 /** Where Prometheus keeps its data on its node: `<dataDir>/<stack>`. */
 export const DEFAULT_MONITORING_DATA_DIR = "/var/lib/vllm-fleet/prometheus";
 
@@ -71,6 +73,16 @@ export const monitoringSchema = z.strictObject({
         })
         .default(NODE_EXPORTER_DEFAULTS),
     /**
+     * NVIDIA's DCGM exporter on every node (the GPU: utilization, power, temperature, clocks), on its
+     * fabric address only; none when unset. It needs the NVIDIA container runtime (`--gpus all`).
+     */
+    gpuExporter: z
+        .strictObject({
+            image: monitoringImage(DCGM_EXPORTER_IMAGE),
+            port: port.default(9400),
+        })
+        .optional(),
+    /**
      * Grafana beside Prometheus, with the fleet's dashboard and Prometheus as its data source
      * provisioned; none when unset. Its admin user's password is the stack's API key.
      */
@@ -115,7 +127,7 @@ function holders(port: number, taken: readonly { what: string; port: number; ray
 /**
  * The checks of `monitoring` across keys: its node is one of `nodes`; Prometheus's port is free on
  * that node (no service's, the gateway's or its router's, the SSH port, nor the node exporter's); the
- * node exporter's port is free on every node. Both use the host's network.
+ * exporters' ports (the node's, the GPU's) are free on every node and apart. All use the host's network.
  */
 export function monitoringIssues(
     monitoring: MonitoringConfig,
@@ -157,13 +169,25 @@ export function monitoringIssues(
             issues.push({ path: ["monitoring", "grafana", "port"], value: grafana.port, expected: `a port other than ${onGrafana.join(" and ")} on ${node.name} (Grafana uses the host's network)` });
         }
     }
-    const clashes = nodes.flatMap((each) => holders(exporterPort, portsTakenOn(each, services, nodes, oneModel, gateway)).map((what) => `${what} on ${each.name}`));
-    if (clashes.length > 0) {
-        issues.push({
-            path: ["monitoring", "nodeExporter", "port"],
-            value: exporterPort,
-            expected: `a port other than ${[...new Set(clashes)].join(" and ")} (the node exporter runs on every node, on the host's network)`,
-        });
+    // The exporters run on every node, on the host's network: their ports free there, and apart.
+    const exporters = [
+        { key: ["nodeExporter", "port"], port: exporterPort, what: "the node exporter" },
+        ...(monitoring.gpuExporter ? [{ key: ["gpuExporter", "port"], port: monitoring.gpuExporter.port, what: "the GPU exporter" }] : []),
+    ];
+    for (const [index, exporter] of exporters.entries()) {
+        const clashes = [
+            ...nodes.flatMap((each) => holders(exporter.port, portsTakenOn(each, services, nodes, oneModel, gateway)).map((what) => `${what} on ${each.name}`)),
+            ...exporters.slice(0, index).filter((other) => other.port === exporter.port).map((other) => `vllm-fleet:monitoring.${other.key.join(".")}`),
+            ...(index > 0 && exporter.port === monitoring.port ? ["vllm-fleet:monitoring.port"] : []),
+            ...(index > 0 && exporter.port === grafana?.port ? ["vllm-fleet:monitoring.grafana.port"] : []),
+        ];
+        if (clashes.length > 0) {
+            issues.push({
+                path: ["monitoring", ...exporter.key],
+                value: exporter.port,
+                expected: `a port other than ${[...new Set(clashes)].join(" and ")} (${exporter.what} runs on every node, on the host's network)`,
+            });
+        }
     }
     return issues;
 }

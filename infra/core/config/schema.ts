@@ -126,7 +126,7 @@ const stackShape = {
     cache: cacheSchema,
     /** One endpoint for every service (config/gateway.ts); none when unset. */
     gateway: gatewaySchema.optional(),
-    /** Prometheus, the node exporters and the alert rules (config/monitoring.ts); none when unset. */
+    /** Prometheus, the node (and GPU) exporters and the alert rules (config/monitoring.ts); none when unset. */
     monitoring: monitoringSchema.optional(),
 };
 /** The single-model form: today's keys, `image` and `model` required (every key the program reads is here). */

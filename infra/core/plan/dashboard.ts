@@ -2,8 +2,10 @@
  * The fleet's Grafana dashboard, from the plan: per service its requests running and waiting, tokens
  * per second, time to first token and inter-token latency (p50, p99) and KV cache usage; per node its
  * memory (available, page cache, swap) and its fabric interface's bytes and errors (each node's
- * interface by name). The figures `npm run top` shows are {@link SERVICE_QUERIES}, the same queries.
- * Every panel's query is run against the proving ground's Prometheus in the e2e. Pure.
+ * interface by name); per GPU, with NVIDIA's DCGM exporter, its utilization, power, temperature and
+ * clock. The figures `npm run top` shows are {@link SERVICE_QUERIES}, the same queries.
+ * Every panel's query but the GPUs' is run against the proving ground's Prometheus in the e2e (the
+ * proving ground has no GPU exporter). Pure.
  */
 
 /** A node as monitoring sees it: its name, and its fabric interface and address. */
@@ -47,8 +49,19 @@ export interface DashboardPanel {
     readonly queries: readonly { readonly expr: string; readonly legend: string }[];
 }
 
-/** The panels, in rows: the services', then the nodes'. */
-export function dashboardPanels(nodes: readonly MonitoredNode[]): { readonly row: string; readonly panels: readonly DashboardPanel[] }[] {
+/**
+ * The GPUs' panels, from NVIDIA's DCGM exporter (monitoring.gpuExporter): what a GB10 reports
+ * (utilization, power, temperature, the SM clock; its memory is the node's, in the Nodes row).
+ */
+const GPU_PANELS: readonly DashboardPanel[] = [
+    { title: "GPU utilization", unit: "percent", queries: [{ expr: 'DCGM_FI_DEV_GPU_UTIL{job="gpu"}', legend: "{{node}} GPU {{gpu}}" }] },
+    { title: "GPU power", unit: "watt", queries: [{ expr: 'DCGM_FI_DEV_POWER_USAGE{job="gpu"}', legend: "{{node}} GPU {{gpu}}" }] },
+    { title: "GPU temperature", unit: "celsius", queries: [{ expr: 'DCGM_FI_DEV_GPU_TEMP{job="gpu"}', legend: "{{node}} GPU {{gpu}}" }] },
+    { title: "GPU SM clock", unit: "hertz", queries: [{ expr: 'DCGM_FI_DEV_SM_CLOCK{job="gpu"} * 1000000', legend: "{{node}} GPU {{gpu}}" }] },
+];
+
+/** The panels, in rows: the services', the nodes', and the GPUs' when `gpus` (a GPU exporter runs). */
+export function dashboardPanels(nodes: readonly MonitoredNode[], gpus = false): { readonly row: string; readonly panels: readonly DashboardPanel[] }[] {
     return [
         {
             row: "Services",
@@ -113,19 +126,20 @@ export function dashboardPanels(nodes: readonly MonitoredNode[]): { readonly row
                 },
             ],
         },
+        ...(gpus ? [{ row: "GPUs", panels: GPU_PANELS }] : []),
     ];
 }
 
 /** The datasource every panel reads: the stack's Prometheus, provisioned with this uid. */
 export const DASHBOARD_DATASOURCE_UID = "vllm-fleet-prometheus";
 
-/** The dashboard as Grafana reads it (its JSON model), for `stack`. */
-export function fleetDashboard(stack: string, nodes: readonly MonitoredNode[]): Record<string, unknown> {
+/** The dashboard as Grafana reads it (its JSON model), for `stack`; the GPUs' row when `gpus`. */
+export function fleetDashboard(stack: string, nodes: readonly MonitoredNode[], gpus = false): Record<string, unknown> {
     const datasource = { type: "prometheus", uid: DASHBOARD_DATASOURCE_UID };
     const panels: Record<string, unknown>[] = [];
     let id = 1;
     let y = 0;
-    for (const { row, panels: rowPanels } of dashboardPanels(nodes)) {
+    for (const { row, panels: rowPanels } of dashboardPanels(nodes, gpus)) {
         panels.push({ id: id++, type: "row", title: row, collapsed: false, gridPos: { h: 1, w: 24, x: 0, y }, panels: [] });
         y += 1;
         rowPanels.forEach((panel, index) => {

@@ -81,14 +81,18 @@ export function planFirewalls(
 const unique = (values: readonly string[]) => [...new Set(values)];
 
 /**
- * With monitoring, what only Prometheus reaches on `node`, over the fabric: the node exporter's port,
- * and the gateway router's metrics on the gateway's node (both listen on the fabric address anyway).
+ * With monitoring, what only Prometheus reaches on `node`, over the fabric: the exporters' ports (the
+ * node's, the GPU's), and the gateway router's metrics on the gateway's node (both listen on the fabric address anyway).
  */
 function monitoringInternalPorts(config: Pick<FleetConfig, "gateway" | "monitoring">, node: string): string[] {
     if (!config.monitoring) {
         return [];
     }
-    return [String(config.monitoring.nodeExporter.port), ...(config.gateway?.node === node ? [String(GATEWAY_METRICS_PORT)] : [])];
+    return [
+        String(config.monitoring.nodeExporter.port),
+        ...(config.monitoring.gpuExporter ? [String(config.monitoring.gpuExporter.port)] : []),
+        ...(config.gateway?.node === node ? [String(GATEWAY_METRICS_PORT)] : []),
+    ];
 }
 
 /**

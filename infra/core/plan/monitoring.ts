@@ -1,6 +1,6 @@
 /**
- * The monitoring's plan (config `monitoring`): Prometheus on its node, a node exporter on every node,
- * the scrape targets and the alert rules. Prometheus's own configuration is part of its container
+ * The monitoring's plan (config `monitoring`): Prometheus on its node, a node exporter (and with
+ * monitoring.gpuExporter NVIDIA's DCGM exporter) on every node, the scrape targets and the alert rules. Prometheus's own configuration is part of its container
  * (its files); the targets, the rules and the key it scrapes the services with are given to the
  * running container by a step (components/scripts/monitoring-config.sh: files it watches, and a
  * SIGHUP for the rules), so a service added or removed changes its targets in place: the container
@@ -24,8 +24,8 @@ const CONFIG_DIR = "/etc/vllm-fleet/prometheus";
 const STATE_DIR = `${CONFIG_DIR}/state`;
 export const PROMETHEUS_KEY_FILE = `${STATE_DIR}/key`;
 const RULES_FILE = `${STATE_DIR}/rules.yml`;
-/** The scrape jobs, each with its targets file. */
-export const MONITORING_JOBS = ["vllm", "gateway", "node"] as const;
+/** The scrape jobs, each with its targets file (the GPU's empty without monitoring.gpuExporter). */
+export const MONITORING_JOBS = ["vllm", "gateway", "node", "gpu"] as const;
 export type MonitoringJob = (typeof MONITORING_JOBS)[number];
 const targetsFile = (job: MonitoringJob) => `${STATE_DIR}/${job}.json`;
 
@@ -52,6 +52,8 @@ export interface MonitoringRevisions {
     readonly prometheus: string;
     /** Each node's exporter, by node. */
     readonly exporters: Readonly<Record<string, string>>;
+    /** Each node's GPU exporter, by node (with monitoring.gpuExporter). */
+    readonly gpuExporters?: Readonly<Record<string, string>>;
     /** Grafana's, with monitoring.grafana. */
     readonly grafana?: string;
 }
@@ -80,6 +82,9 @@ export interface MonitoringPlan {
     readonly spec: ContainerSpec;
     /** Each node's exporter, on its fabric address. */
     readonly exporters: readonly { readonly node: string; readonly spec: ContainerSpec }[];
+    /** Each node's GPU exporter (NVIDIA's DCGM exporter), on its fabric address; none without monitoring.gpuExporter. */
+    readonly gpuExporters: readonly { readonly node: string; readonly spec: ContainerSpec }[];
+    readonly gpuExporterImage?: { readonly name: string; readonly source: "present" | "pull" };
     /** `<dataDir>/<stack>` on the node, made for Prometheus's user, removed at destroy when asked. */
     readonly data: { readonly dir: string; readonly removeOnDestroy: boolean; readonly uid: number };
     readonly targets: readonly ScrapeTarget[];
@@ -101,12 +106,13 @@ export interface MonitoringPlan {
     };
 }
 
-/** The scrape targets: each service's API, the gateway's router, each node's exporter. */
+/** The scrape targets: each service's API, the gateway's router, each node's exporter and, when it runs, its GPU exporter. */
 export function scrapeTargets(
     services: readonly MonitoredService[],
     gateway: { readonly node: string; readonly fabricIp: string } | undefined,
     nodes: readonly MonitoredNode[],
     exporterPort: number,
+    gpuExporterPort?: number,
 ): ScrapeTarget[] {
     return [
         // The API answers on the first node's fabric address with vllm.host all and fabric.
@@ -121,6 +127,7 @@ export function scrapeTargets(
             address: `${urlHost(node.fabric.ip)}:${exporterPort}`,
             labels: { node: node.name, fabric_device: node.fabric.interface },
         })),
+        ...(gpuExporterPort === undefined ? [] : nodes.map((node) => ({ job: "gpu" as const, address: `${urlHost(node.fabric.ip)}:${gpuExporterPort}`, labels: { node: node.name } }))),
     ];
 }
 
@@ -157,6 +164,7 @@ export function prometheusConfig(settings: { readonly stack: string; readonly in
             job("vllm", settings.keyed ? { authorization: { type: "Bearer", credentials_file: PROMETHEUS_KEY_FILE } } : {}),
             job("gateway"),
             job("node"),
+            job("gpu"),
             { job_name: "prometheus", static_configs: [{ targets: [`127.0.0.1:${settings.port}`] }] },
         ],
     };
@@ -173,7 +181,7 @@ interface AlertRule {
 }
 
 /**
- * The alert rules vllm-fleet ships: a service, the gateway's router or a node's exporter that does not
+ * The alert rules vllm-fleet ships: a service, the gateway's router, a node's exporter or its GPU exporter that does not
  * answer; the KV cache above 90% for 5 minutes; waiting requests growing for 5 minutes; a node's
  * available memory below 5% (page cache counts as available: what the kernel can give back); errors
  * on a node's fabric interface (each node's from the plan: its interface by name).
@@ -202,6 +210,13 @@ export function alertRules(nodes: readonly MonitoredNode[]): AlertRule[] {
             for: "1m",
             labels: { severity: "critical" },
             annotations: { summary: "node {{ $labels.node }} does not answer (its exporter at {{ $labels.instance }})" },
+        },
+        {
+            alert: "GpuExporterDown",
+            expr: 'up{job="gpu"} == 0',
+            for: "1m",
+            labels: { severity: "warning" },
+            annotations: { summary: "node {{ $labels.node }}: its GPU exporter does not answer at {{ $labels.instance }}" },
         },
         {
             alert: "KvCacheHigh",
@@ -259,7 +274,7 @@ export function planMonitoring(
     const node = config.nodes.find((entry) => entry.name === monitoring.node)!;
     const keyed = config.vllm.apiKey !== "none";
     // Every series carries the stack (external labels reach alerts only, not queries).
-    const targets = scrapeTargets(services, gateway, nodes, monitoring.nodeExporter.port).map((target) => ({ ...target, labels: { ...target.labels, stack } }));
+    const targets = scrapeTargets(services, gateway, nodes, monitoring.nodeExporter.port, monitoring.gpuExporter?.port).map((target) => ({ ...target, labels: { ...target.labels, stack } }));
     const data = { dir: stackDirectory(monitoring.dataDir, stack, "monitoring.dataDir"), removeOnDestroy: monitoring.removeDataOnDestroy, uid: PROMETHEUS_UID };
     const emptyState: ContainerFile[] = [
         ...MONITORING_JOBS.map((job) => ({ path: targetsFile(job), content: "[]\n" })),
@@ -302,8 +317,28 @@ export function planMonitoring(
             labels: { ...fleetLabels(stack, "node-exporter"), [REVISION_LABEL]: revisions.exporters[planned.name] },
         },
     }));
+    const gpuExporter = monitoring.gpuExporter;
+    const gpuExporters = gpuExporter
+        ? nodes.map((planned) => ({
+              node: planned.name,
+              spec: {
+                  name: names.gpuExporter,
+                  image: gpuExporter.image.name,
+                  // The image's entrypoint (it refreshes the linker's cache, then runs dcgm-exporter with these).
+                  command: ["--address", `${urlHost(planned.fabric.ip)}:${gpuExporter.port}`],
+                  env: {},
+                  mounts: [],
+                  networkHost: true,
+                  ipcHost: false,
+                  ulimits: [],
+                  gpus: "all" as const,
+                  restart: "unless-stopped" as const,
+                  labels: { ...fleetLabels(stack, "gpu-exporter"), [REVISION_LABEL]: revisions.gpuExporters?.[planned.name] ?? "" },
+              },
+          }))
+        : [];
     const rules = alertRules(nodes);
-    const grafana = monitoring.grafana ? planGrafana(monitoring.grafana, stack, urlHost(node.host), monitoring.port, nodes, revisions.grafana ?? "") : undefined;
+    const grafana = monitoring.grafana ? planGrafana(monitoring.grafana, stack, urlHost(node.host), monitoring.port, nodes, Boolean(gpuExporter), revisions.grafana ?? "") : undefined;
     return {
         node: monitoring.node,
         port: monitoring.port,
@@ -312,6 +347,8 @@ export function planMonitoring(
         exporterImage: monitoring.nodeExporter.image,
         spec,
         exporters,
+        gpuExporters,
+        ...(gpuExporter ? { gpuExporterImage: gpuExporter.image } : {}),
         data,
         targets,
         grafana,
@@ -344,9 +381,10 @@ function planGrafana(
     host: string,
     prometheusPort: number,
     nodes: readonly MonitoredNode[],
+    gpus: boolean,
     revision: string,
 ): GrafanaPlan {
-    const dashboard = fleetDashboard(stack, nodes);
+    const dashboard = fleetDashboard(stack, nodes, gpus);
     const datasources = {
         apiVersion: 1,
         datasources: [{ name: "Prometheus (vllm-fleet)", uid: DASHBOARD_DATASOURCE_UID, type: "prometheus", access: "proxy", url: `http://127.0.0.1:${prometheusPort}`, isDefault: true, editable: false }],
