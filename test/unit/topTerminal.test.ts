@@ -7,7 +7,6 @@
  * back (alternate screen left, cursor shown, raw mode off). Each test has its own tmux server (-L)
  * and session, killed afterwards whatever happened.
  */
-import { spawnSync } from "child_process";
 import * as fs from "fs";
 import * as http from "http";
 import { AddressInfo } from "net";
@@ -16,9 +15,9 @@ import * as path from "path";
 import * as ts from "typescript";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { findProjectRoot } from "../../infra/core/project";
+import { InTerminal, quitWith, startInTerminal, waitFor } from "../terminal";
 
 const ROOT = findProjectRoot(__dirname);
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /**
  * The tool's files (tools/top/main.ts and every project file it imports) transpiled to CommonJS
@@ -142,58 +141,6 @@ function servedRate(served: readonly Served[]): number {
     return tokens / ((served[served.length - 1].time - served[0].time) / 1000);
 }
 
-// ---------------------------------------------------------------------------------------------
-// tmux
-
-/** One tmux server of its own (-L) and a session in it. */
-class Tmux {
-    private static count = 0;
-    readonly socket = `vllm-fleet-top-test-${process.pid}-${++Tmux.count}`;
-    readonly session = `top-${process.pid}-${Tmux.count}`;
-
-    run(...args: string[]): string {
-        const result = spawnSync("tmux", ["-L", this.socket, ...args], { encoding: "utf8" });
-        if (result.status !== 0) {
-            throw new Error(`tmux ${args.join(" ")}: ${result.error?.message ?? result.stderr}`);
-        }
-        return result.stdout;
-    }
-
-    screen(): string {
-        return this.run("capture-pane", "-p", "-J", "-t", this.session);
-    }
-
-    /** A pane's format variables, e.g. "#{pane_dead}". */
-    show(format: string): string {
-        return this.run("display-message", "-p", "-t", this.session, format).trim();
-    }
-
-    kill(): void {
-        spawnSync("tmux", ["-L", this.socket, "kill-session", "-t", this.session]);
-        spawnSync("tmux", ["-L", this.socket, "kill-server"]);
-        // The server leaves its socket behind.
-        fs.rmSync(path.join(process.env.TMUX_TMPDIR ?? "/tmp", `tmux-${process.getuid?.()}`, this.socket), { force: true });
-    }
-}
-
-/** Polls `look` until it returns something, or fails after `ms` with what `explain` says. */
-async function waitFor<T>(look: () => T | undefined, ms: number, explain: () => string): Promise<T> {
-    const deadline = Date.now() + ms;
-    for (;;) {
-        const found = look();
-        if (found !== undefined) {
-            return found;
-        }
-        if (Date.now() > deadline) {
-            throw new Error(`gave up after ${ms / 1000} s: ${explain()}`);
-        }
-        await sleep(150);
-    }
-}
-
-const tmuxVersion = spawnSync("tmux", ["-V"], { encoding: "utf8" });
-const quote = (word: string) => `'${word.replace(/'/g, `'\\''`)}'`;
-
 /** A port where nothing listens (a server's, closed). */
 async function deadPort(): Promise<number> {
     const closed = http.createServer();
@@ -236,58 +183,11 @@ describe("npm run top in a real terminal (tmux)", () => {
         }
     });
 
-    /**
-     * Runs the tool with `args` in a new tmux session 100×30, under a shell that, once the tool has
-     * ended, prints its status and the terminal's modes (stty -a), waits for the file `done` (the
-     * test has looked), then exits with the tool's status. Fails at once, saying so, without tmux.
-     */
-    function startTop(args: string[], env: Record<string, string>): { tmux: Tmux; done: string } {
-        if (tmuxVersion.error || tmuxVersion.status !== 0) {
-            throw new Error(`tmux is needed to run the tool in a real terminal, and it is not here (${tmuxVersion.error?.message ?? tmuxVersion.stderr}): apt-get install tmux`);
-        }
-        const tmux = new Tmux();
-        cleanups.push(() => tmux.kill());
-        const conf = path.join(buildDir, `${tmux.socket}.conf`);
-        // The pane stays after its program ends, so its exit status can be read.
-        fs.writeFileSync(conf, "set -g remain-on-exit on\nset -g default-shell /bin/sh\nset -g status off\n");
-        const done = path.join(buildDir, `${tmux.socket}.done`);
-        const top = [process.execPath, main, ...args].map(quote).join(" ");
-        const program = `${top}; status=$?; echo "top exited $status"; stty -a; while [ ! -e ${quote(done)} ]; do sleep 0.1; done; exit $status`;
-        const environment = Object.entries(env).flatMap(([name, value]) => ["-e", `${name}=${value}`]);
-        tmux.run("-f", conf, "new-session", "-d", "-s", tmux.session, "-x", "100", "-y", "30", ...environment, program);
-        return { tmux, done };
-    }
-
-    /** Presses `key`; checks the tool ended with 0 and gave the terminal back as it was; returns the screen after. */
-    async function quitWith(tmux: Tmux, done: string, key: string): Promise<string> {
-        expect(tmux.show("#{alternate_on} #{cursor_flag}")).toBe("1 0");
-        tmux.run("send-keys", "-t", tmux.session, key);
-        const after = await waitFor(
-            () => {
-                const text = tmux.screen();
-                return /top exited \d+/.test(text) && /speed/.test(text) ? text : undefined;
-            },
-            30_000,
-            () => `the screen after ${key}:\n${tmux.screen()}`,
-        );
-        expect(after).toContain("top exited 0");
-        // The terminal as it was: the main screen (no frame left on it), the cursor shown, line editing and echo back on.
-        expect(tmux.show("#{alternate_on} #{cursor_flag}")).toBe("0 1");
-        expect(after).not.toContain("vllm-fleet top");
-        for (const mode of ["icanon", "echo", "isig", "icrnl"]) {
-            expect(after, mode).toMatch(new RegExp(`(^|\\s)${mode}(\\s|$)`, "m"));
-        }
-        fs.writeFileSync(done, "");
-        const status = await waitFor(
-            () => {
-                const [dead, code] = tmux.show("#{pane_dead} #{pane_dead_status}").split(" ");
-                return dead === "1" ? code : undefined;
-            },
-            15_000,
-            () => `the pane is still alive:\n${tmux.screen()}`,
-        );
-        expect(status).toBe("0");
-        return after;
+    /** Runs the tool with `args` in a terminal (tmux), `env` added. */
+    function startTop(args: string[], env: Record<string, string>): InTerminal {
+        const terminal = startInTerminal([process.execPath, main, ...args], { dir: buildDir, env });
+        cleanups.push(() => terminal.tmux.kill());
+        return terminal;
     }
 
     it("shows the tokens per second the stand-ins served, keeps refreshing past a dead service, and quits on q giving the terminal back", async () => {
@@ -298,13 +198,13 @@ describe("npm run top in a real terminal (tmux)", () => {
         const beta = await vllmStandIn("stand-in/beta", [{ ratePerSecond: 50, running: 0, waiting: 0, kv: 0.5 }, { ratePerSecond: 70, running: 2, waiting: 0, kv: 0.75, restartAt: 3 }], key);
         cleanups.push(() => beta.close());
         const endpoints = `alpha=${alpha.url}/v1,beta=${beta.url},gone=http://127.0.0.1:${await deadPort()}/v1`;
-        const { tmux, done } = startTop(["--endpoints", endpoints, "--api-key-env", "TOP_TEST_KEY", "--interval", "0.5"], { TOP_TEST_KEY: key });
+        const terminal = startTop(["--endpoints", endpoints, "--api-key-env", "TOP_TEST_KEY", "--interval", "0.5"], { TOP_TEST_KEY: key });
 
         let screen = "";
         // Until beta's engine restarted and both rows show what the counters grew by.
         await waitFor(
             () => {
-                screen = tmux.screen();
+                screen = terminal.tmux.screen();
                 const ready = beta.served.length >= 6 && near(tokensOf(rowOf(screen, "alpha")), [...alpha.served]) && near(tokensOf(rowOf(screen, "beta")), [...beta.served]);
                 return ready ? true : undefined;
             },
@@ -330,14 +230,14 @@ describe("npm run top in a real terminal (tmux)", () => {
         const reads = alpha.served.length;
         await waitFor(() => (alpha.served.length >= reads + 2 ? true : undefined), 5000, () => `alpha read ${alpha.served.length} times`);
 
-        await quitWith(tmux, done, "q");
+        await quitWith(terminal, "q", "vllm-fleet top");
     }, 60_000);
 
     it("quits on Ctrl-C as on q, and shows a service refusing the key as such", async () => {
         const alpha = await vllmStandIn("stand-in/alpha", [{ ratePerSecond: 100, running: 1, waiting: 0, kv: 0.1 }], "right-key");
         cleanups.push(() => alpha.close());
-        const { tmux, done } = startTop(["--endpoints", `alpha=${alpha.url}`, "--api-key-env", "TOP_TEST_KEY", "--interval", "0.5"], { TOP_TEST_KEY: "wrong-key" });
-        await waitFor(() => (rowOf(tmux.screen(), "alpha") ?? "").match(/^alpha +- +\/metrics: HTTP 401$/) ?? undefined, 30_000, () => `the screen:\n${tmux.screen()}`);
-        await quitWith(tmux, done, "C-c");
+        const terminal = startTop(["--endpoints", `alpha=${alpha.url}`, "--api-key-env", "TOP_TEST_KEY", "--interval", "0.5"], { TOP_TEST_KEY: "wrong-key" });
+        await waitFor(() => (rowOf(terminal.tmux.screen(), "alpha") ?? "").match(/^alpha +- +\/metrics: HTTP 401$/) ?? undefined, 30_000, () => `the screen:\n${terminal.tmux.screen()}`);
+        await quitWith(terminal, "C-c", "vllm-fleet top");
     }, 60_000);
 });
