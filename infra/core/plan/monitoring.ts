@@ -11,7 +11,8 @@ import { ContainerFile, ContainerSpec } from "../containerSpec";
 import { REVISION_LABEL, fleetLabels, monitoringContainers } from "../names";
 import { urlHost } from "../net";
 import { stackDirectory } from "./cache";
-import { DASHBOARD_DATASOURCE_UID, MonitoredNode, fleetDashboard, perFabric } from "./dashboard";
+import { MonitoredNode, perFabric } from "./dashboard";
+import { GrafanaPlan, planGrafana } from "./grafana";
 import { PlannedNode } from "./nodes";
 
 /** The uid Prometheus runs as in its image (the official images' `nobody`), which owns its data directory. */
@@ -58,18 +59,6 @@ export interface MonitoringRevisions {
     readonly grafana?: string;
 }
 
-/** Grafana as planned: its container (data source and dashboard provisioned among its files) and where it answers. */
-export interface GrafanaPlan {
-    readonly image: { readonly name: string; readonly source: "present" | "pull" };
-    readonly spec: ContainerSpec;
-    readonly port: number;
-    /** Grafana as clients reach it, e.g. http://10.1.230.180:3000. */
-    readonly endpoint: string;
-    /** The dashboard's uid, which the readiness step asks Grafana for. */
-    readonly dashboardUid: string;
-    readonly timeoutSeconds: number;
-}
-
 /** The monitoring as planned. */
 export interface MonitoringPlan {
     readonly node: string;
@@ -88,12 +77,12 @@ export interface MonitoringPlan {
     /** `<dataDir>/<stack>` on the node, made for Prometheus's user, removed at destroy when asked. */
     readonly data: { readonly dir: string; readonly removeOnDestroy: boolean; readonly uid: number };
     readonly targets: readonly ScrapeTarget[];
+    /** Grafana beside Prometheus (monitoring.grafana), its admin password (the API key) added where it is known. */
+    readonly grafana?: GrafanaPlan;
     /**
      * The step that gives the running container its targets, rules and key (the key added where it is
      * known), then waits until Prometheus has loaded the rules and scraped every target up.
      */
-    /** Grafana beside Prometheus (monitoring.grafana), its admin password (the API key) added where it is known. */
-    readonly grafana?: GrafanaPlan;
     readonly configStep: {
         readonly container: string;
         readonly port: number;
@@ -338,7 +327,7 @@ export function planMonitoring(
           }))
         : [];
     const rules = alertRules(nodes);
-    const grafana = monitoring.grafana ? planGrafana(monitoring.grafana, stack, urlHost(node.host), monitoring.port, nodes, Boolean(gpuExporter), revisions.grafana ?? "") : undefined;
+    const grafana = monitoring.grafana ? planGrafana(monitoring.grafana, stack, urlHost(node.host), monitoring.port, nodes, Boolean(gpuExporter), revisions.grafana ?? "", MONITORING_READY_SECONDS) : undefined;
     return {
         node: monitoring.node,
         port: monitoring.port,
@@ -363,64 +352,4 @@ export function planMonitoring(
             timeoutSeconds: MONITORING_READY_SECONDS,
         },
     };
-}
-
-/** Where Grafana finds what vllm-fleet provisions (the official image's provisioning directory). */
-const GRAFANA_PROVISIONING = "/etc/grafana/provisioning";
-const GRAFANA_DASHBOARDS = "/var/lib/vllm-fleet-grafana/dashboards";
-
-/**
- * Grafana on the monitoring node (the image's own entrypoint): Prometheus, on the loopback, as its
- * data source, and the fleet's dashboard (dashboard.ts), both provisioned as files of its container;
- * no anonymous access, no sign-up, no calls home. Its admin password, the stack's API key, is added
- * where the key is known (withGrafanaPassword).
- */
-function planGrafana(
-    grafana: NonNullable<NonNullable<FleetConfig["monitoring"]>["grafana"]>,
-    stack: string,
-    host: string,
-    prometheusPort: number,
-    nodes: readonly MonitoredNode[],
-    gpus: boolean,
-    revision: string,
-): GrafanaPlan {
-    const dashboard = fleetDashboard(stack, nodes, gpus);
-    const datasources = {
-        apiVersion: 1,
-        datasources: [{ name: "Prometheus (vllm-fleet)", uid: DASHBOARD_DATASOURCE_UID, type: "prometheus", access: "proxy", url: `http://127.0.0.1:${prometheusPort}`, isDefault: true, editable: false }],
-    };
-    const providers = {
-        apiVersion: 1,
-        providers: [{ name: "vllm-fleet", folder: "vllm-fleet", type: "file", disableDeletion: true, allowUiUpdates: false, options: { path: GRAFANA_DASHBOARDS } }],
-    };
-    const spec: ContainerSpec = {
-        name: monitoringContainers(stack).grafana,
-        image: grafana.image.name,
-        command: [],
-        env: {
-            GF_SERVER_HTTP_PORT: String(grafana.port),
-            GF_SECURITY_ADMIN_USER: "admin",
-            GF_AUTH_ANONYMOUS_ENABLED: "false",
-            GF_USERS_ALLOW_SIGN_UP: "false",
-            GF_ANALYTICS_REPORTING_ENABLED: "false",
-            GF_ANALYTICS_CHECK_FOR_UPDATES: "false",
-        },
-        mounts: [],
-        networkHost: true,
-        ipcHost: false,
-        ulimits: [],
-        restart: "unless-stopped",
-        labels: { ...fleetLabels(stack, "grafana"), [REVISION_LABEL]: revision },
-        files: [
-            { path: `${GRAFANA_PROVISIONING}/datasources/vllm-fleet.yaml`, content: `${JSON.stringify(datasources, null, 2)}\n` },
-            { path: `${GRAFANA_PROVISIONING}/dashboards/vllm-fleet.yaml`, content: `${JSON.stringify(providers, null, 2)}\n` },
-            { path: `${GRAFANA_DASHBOARDS}/vllm-fleet.json`, content: `${JSON.stringify(dashboard, null, 2)}\n` },
-        ],
-    };
-    return { image: grafana.image, spec, port: grafana.port, endpoint: `http://${host}:${grafana.port}`, dashboardUid: String(dashboard.uid), timeoutSeconds: MONITORING_READY_SECONDS };
-}
-
-/** Grafana's container with its admin password: the stack's API key (a secret variable: never on a command line). */
-export function withGrafanaPassword(spec: ContainerSpec, key: string): ContainerSpec {
-    return { ...spec, env: { ...spec.env, GF_SECURITY_ADMIN_PASSWORD: key } };
 }
