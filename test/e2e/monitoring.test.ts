@@ -10,14 +10,22 @@
  * - the service stopped: ServiceDown fires within a minute and `npm run status` lists it; a plain
  *   `up` repairs the service and the alert clears;
  * - a second service added: its target is there and up, Prometheus's container kept (same id);
+ * - `npm run top -- --stack` in a real terminal (tmux), as a user runs it: the service's row from
+ *   Prometheus during a load, then q gives the terminal back;
  * - destroy leaves no container, and removes the data directory as removeDataOnDestroy says.
+ * Prometheus's own memory and CPU during the load test are logged (its self-scrape; docs/monitoring.md).
  * Real SSH, Docker, Prometheus, node exporter and vllm-router; the GPU, the fabric and vLLM are stand-ins.
  */
+import * as fs from "fs";
+import * as os from "os";
+import * as path from "path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Stack } from "@pulumi/pulumi/automation";
 import { dashboardPanels } from "../../infra/core/plan";
 import { runLoadtest } from "../../tools/loadtest/run";
 import { stackStatus } from "../../tools/status";
+import { REPO_ROOT } from "../automation";
+import { quitWith, startInTerminal, waitFor } from "../terminal";
 import { SimCluster, TINY_MODEL_DIR, onNode, simDeployment, tearDown } from "./simCluster";
 
 const STACK = "e2e-monitoring";
@@ -86,13 +94,14 @@ describe("monitoring on two simulated Sparks: Prometheus, the node exporters, th
     let cluster: SimCluster;
     let stack: Stack;
     let workDir: string;
+    let envVars: Record<string, string>;
     let endpoint = "";
     let apiKey = "";
     let gatewayEndpoint = "";
     const timings: Record<string, number> = {};
 
     beforeAll(async () => {
-        ({ cluster, stack, workDir } = await simDeployment(STACK, 2, {}, { monitoring: true }));
+        ({ cluster, stack, workDir, envVars } = await simDeployment(STACK, 2, {}, { monitoring: true }));
         for (const key of ["model", "vllm", "image"]) {
             await stack.removeConfig(`vllm-fleet:${key}`);
         }
@@ -153,13 +162,15 @@ describe("monitoring on two simulated Sparks: Prometheus, the node exporters, th
         const routedTotal = async () => (await query(endpoint, 'sum(vllm_router_requests_total{job="gateway"})'))[0]?.value ?? 0;
         const before = await generated();
         const routedBefore = await routedTotal();
-        const report = await runLoadtest({ endpoint: gatewayEndpoint, model: "chat-moe", apiKey, concurrency: 4, requests: 12, maxTokens: 24, timeoutMs: 60_000, server: { prometheus: endpoint, apiKey } });
+        const loadStarted = Date.now();
+        const report = await runLoadtest({ endpoint: gatewayEndpoint, model: "chat-moe", apiKey, concurrency: 4, requests: 40, maxTokens: 24, timeoutMs: 60_000, server: { prometheus: endpoint, apiKey } });
+        await logPrometheusUsage(Math.ceil((Date.now() - loadStarted) / 1000));
         // The report's server side, from Prometheus (a run this short gets a sample or two).
         expect(report.server.source).toBe(`prometheus ${endpoint}`);
         expect(report.server.samples.length).toBeGreaterThanOrEqual(1);
         const received = report.levels.reduce((sum, level) => sum + level.summary.outputTokens, 0);
         const ok = report.levels.reduce((sum, level) => sum + level.summary.ok, 0);
-        expect(ok).toBe(24);
+        expect(ok).toBe(80);
         expect(received).toBeGreaterThan(0);
         // Two scrapes later the counter holds every request.
         const grew = await within(30, "the counter grew by the tokens received", async () => {
@@ -170,6 +181,27 @@ describe("monitoring on two simulated Sparks: Prometheus, the node exporters, th
         // The router's own metrics (through the gateway's node's fabric address) counted requests too.
         await within(20, "the router's request counter grew", async () => ((await routedTotal()) > routedBefore ? true : undefined));
     });
+
+    /**
+     * Prometheus's own resident memory (its peak) and CPU (cores, on average) over the last
+     * `seconds` and a scrape or two, from its self-scrape: a figure for the docs, logged.
+     */
+    async function logPrometheusUsage(seconds: number): Promise<void> {
+        await sleep(2 * MONITORING.scrapeIntervalSeconds * 1000);
+        const window = `${seconds + 2 * MONITORING.scrapeIntervalSeconds}s`;
+        const [memory] = await query(endpoint, `max_over_time(process_resident_memory_bytes{job="prometheus"}[${window}])`);
+        const [cpu] = await query(endpoint, `rate(process_cpu_seconds_total{job="prometheus"}[${window}])`);
+        const [series] = await query(endpoint, 'prometheus_tsdb_head_series{job="prometheus"}');
+        const [targets] = await query(endpoint, "count(up)");
+        expect(memory.value).toBeGreaterThan(0);
+        expect(Number.isFinite(cpu.value)).toBe(true);
+        timings.prometheusRssMiB = Math.round(memory.value / 2 ** 20);
+        timings.prometheusCpuCores = Number(cpu.value.toFixed(3));
+        console.log(
+            `Prometheus during the load test (${window}, ${targets.value} targets scraped every ${MONITORING.scrapeIntervalSeconds} s, ${series.value} series): ` +
+                `resident memory at most ${timings.prometheusRssMiB} MiB, CPU ${timings.prometheusCpuCores} cores on average`,
+        );
+    }
 
     it("answers every query of the dashboard's panels with data after the load", async () => {
         const nodes = cluster.nodes.map((node) => ({ name: `spark${node.index + 1}`, fabric: { ip: node.fabricIp, interface: node.fabricIface } }));
@@ -188,6 +220,37 @@ describe("monitoring on two simulated Sparks: Prometheus, the node exporters, th
             return empty.length === 0 ? true : undefined;
         }).catch(() => undefined);
         expect(empty).toEqual([]);
+    });
+
+    it("shows the service from Prometheus in npm run top (tmux) run as a user runs it, and quits on q", async () => {
+        const dir = fs.mkdtempSync(path.join(os.tmpdir(), "vllm-fleet-top-e2e-"));
+        // The user's command in the project, with this stack's backend; npm compiles the tool first.
+        const terminal = startInTerminal(["npm", "run", "--silent", "top", "--", "--stack", STACK], { dir, cwd: REPO_ROOT, env: envVars });
+        try {
+            const frame = (screen: string) => screen.includes(`vllm-fleet top   stack ${STACK}`) && screen.includes(`source: Prometheus ${endpoint}`);
+            await waitFor(() => (frame(terminal.tmux.screen()) ? true : undefined), 300_000, () => `no frame of the stack; the screen:\n${terminal.tmux.screen()}`);
+            // A load through the gateway while it watches: the row shows the tokens per second Prometheus counted.
+            const load = runLoadtest({ endpoint: gatewayEndpoint, model: "chat-moe", apiKey, levels: [2], requests: 8, maxTokens: 24, timeoutMs: 60_000 });
+            load.catch(() => undefined); // awaited below; not left unhandled when the screen check fails first
+            let screen = "";
+            const row = await waitFor(
+                () => {
+                    screen = terminal.tmux.screen();
+                    const found = screen.split("\n").find((line) => line.startsWith("chat "));
+                    const match = found?.match(/^chat +chat-moe +(\d+\.\d) +\d+ +\d+ +\d+\.\d +\d+ ms$/);
+                    return match && Number(match[1]) > 0 ? found : undefined;
+                },
+                60_000,
+                () => `no row of chat with tokens per second; the screen:\n${screen}`,
+            );
+            console.log(`npm run top: ${row}`);
+            expect((await load).levels[0].summary.ok).toBe(8);
+            expect(screen).not.toMatch(/^small /m);
+            await quitWith(terminal, "q", "vllm-fleet top");
+        } finally {
+            terminal.tmux.kill();
+            fs.rmSync(dir, { recursive: true, force: true });
+        }
     });
 
     it("fires ServiceDown within a minute of the service stopping, lists it in status, and clears it after a plain up", async () => {
