@@ -3,7 +3,8 @@
  * the services placed on it, the gateway's, and the monitoring's. Part of the composition root (it takes the built nodes).
  */
 import { ImageDelivery, ImageSource, SparkNode } from "../components/sparkNode";
-import { unpinnedImageWarning } from "./core/image";
+import { FleetConfig } from "./core/config";
+import { parseImageName, unpinnedImageWarning } from "./core/image";
 import { deliveryMark, serviceResourceName } from "./core/names";
 import { DeliveryWant, NodeObservation, deliveryRevision } from "./core/observe";
 import { GatewayPlan, MonitoringPlan, ServicePlan } from "./core/plan";
@@ -99,6 +100,29 @@ export function imageDeliveries(
         }
     }
     return [...steps.values()];
+}
+
+/**
+ * The warnings for the monitoring's images named by a tag alone (the defaults are pinned, but for the
+ * GPU exporter's): each names its key and how to find the digest on a node that pulled it.
+ */
+export function unpinnedMonitoringImageWarnings(monitoring: FleetConfig["monitoring"]): string[] {
+    if (!monitoring) {
+        return [];
+    }
+    const images = [
+        { key: "monitoring.image.name", image: monitoring.image },
+        { key: "monitoring.nodeExporter.image.name", image: monitoring.nodeExporter.image },
+        ...(monitoring.grafana ? [{ key: "monitoring.grafana.image.name", image: monitoring.grafana.image }] : []),
+        ...(monitoring.gpuExporter ? [{ key: "monitoring.gpuExporter.image.name", image: monitoring.gpuExporter.image }] : []),
+    ];
+    return images
+        .filter(({ image }) => parseImageName(image.name).digest === undefined)
+        .map(
+            ({ key, image }) =>
+                `vllm-fleet:${key} ${image.name} is a tag, which can move to another build: pin it by digest (${parseImageName(image.name).repository}@sha256:...; ` +
+                `\`docker image inspect --format '{{index .RepoDigests 0}}' ${image.name}\` on a node that has it prints it)`,
+        );
 }
 
 /**

@@ -21,7 +21,7 @@ import { ServeArgsCheck } from "../components/serveArgsCheck";
 import { readScript } from "../components/shell";
 import { SparkNode } from "../components/sparkNode";
 import { swapStops } from "../components/swapStop";
-import { imageDeliveries, unpinnedImageWarnings } from "./imageDeliveries";
+import { imageDeliveries, unpinnedImageWarnings, unpinnedMonitoringImageWarnings } from "./imageDeliveries";
 import { VLLM_LIFECYCLE, VllmService } from "../components/vllmService";
 import { WeightSync } from "../components/weightSync";
 import { FleetConfig, ServiceConfig, inServiceKeys, serviceConfig } from "./core/config";
@@ -282,6 +282,7 @@ export async function fleetProgram(observe: Observer = observeOverSsh): Promise<
     }
     // An image named by a tag alone: what its first node has, so that the stack can pin it.
     unpinnedImageWarnings(plan.services, (index) => observedBy[index][0]).forEach((warning) => pulumi.log.warn(warning));
+    unpinnedMonitoringImageWarnings(config.monitoring).forEach((warning) => pulumi.log.warn(warning));
 
     // The nodes, each with the images of its services delivered to it.
     // A step whose node no longer has its image delivers it again (the marks the steps left).

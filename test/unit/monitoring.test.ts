@@ -10,6 +10,7 @@ import { parseFleetConfig } from "../../infra/core/config";
 import { REVISION_LABEL, ROLE_LABEL, STACK_LABEL, monitoringContainers } from "../../infra/core/names";
 import { DASHBOARD_DATASOURCE_UID, SERVICE_QUERIES, alertRules, stackDirectory, dashboardPanels, fleetDashboard, prometheusConfig, scrapeTargets, targetsFileContent } from "../../infra/core/plan";
 import { containerRevision, monitoringRevisions } from "../../infra/core/reconcile";
+import { unpinnedMonitoringImageWarnings } from "../../infra/imageDeliveries";
 import { LiveContainer } from "../../infra/core/observe";
 import { configProblems } from "./configErrors";
 import { BIG, CODER, GATEWAY, SMALL, fabricIps, fleet as fleetOf, probe } from "./fleetFixtures";
@@ -22,7 +23,7 @@ const fleet = (services: readonly object[], monitoring: object | null = MONITORI
 });
 
 describe("the monitoring's config", () => {
-    it("is off without the key, and `monitoring.node` alone turns it on with the official images", () => {
+    it("is off without the key, and `monitoring.node` alone turns it on with the official images, pinned by digest", () => {
         expect(parseFleetConfig(fleet([BIG, CODER], null)).monitoring).toBeUndefined();
         expect(parseFleetConfig(fleet([BIG, CODER])).monitoring).toEqual({
             node: "spark1",
@@ -31,9 +32,20 @@ describe("the monitoring's config", () => {
             retention: "15d",
             dataDir: "/var/lib/vllm-fleet/prometheus",
             removeDataOnDestroy: false,
-            image: { name: "prom/prometheus:v3.5.0", source: "pull" },
-            nodeExporter: { image: { name: "prom/node-exporter:v1.9.1", source: "pull" }, port: 9100 },
+            image: { name: "prom/prometheus:v3.5.0@sha256:63805ebb8d2b3920190daf1cb14a60871b16fd38bed42b857a3182bc621f4996", source: "pull" },
+            nodeExporter: { image: { name: "prom/node-exporter:v1.9.1@sha256:d00a542e409ee618a4edc67da14dd48c5da66726bbd5537ab2af9c1dfc442c8a", source: "pull" }, port: 9100 },
         });
+    });
+
+    it("warns at preview about each of its images named by a tag alone, saying how to pin it", () => {
+        expect(unpinnedMonitoringImageWarnings(parseFleetConfig(fleet([BIG, CODER], { node: "spark1", grafana: {} })).monitoring)).toEqual([]);
+        const tagged = parseFleetConfig(fleet([BIG, CODER], { node: "spark1", image: { name: "prom/prometheus:v3.5.0" }, gpuExporter: {} })).monitoring;
+        expect(unpinnedMonitoringImageWarnings(tagged)).toEqual([
+            "vllm-fleet:monitoring.image.name prom/prometheus:v3.5.0 is a tag, which can move to another build: pin it by digest (prom/prometheus@sha256:...; " +
+                "`docker image inspect --format '{{index .RepoDigests 0}}' prom/prometheus:v3.5.0` on a node that has it prints it)",
+            expect.stringMatching(/^vllm-fleet:monitoring\.gpuExporter\.image\.name nvcr\.io\/nvidia\/k8s\/dcgm-exporter:4\.4\.2-4\.7\.0-ubuntu22\.04 is a tag/),
+        ]);
+        expect(unpinnedMonitoringImageWarnings(undefined)).toEqual([]);
     });
 
     describe.each([
@@ -169,7 +181,7 @@ describe("the monitoring in the program (mocks)", async () => {
         expect(prometheus).toContain(`'--label' '${ROLE_LABEL}=prometheus'`);
         expect(prometheus).toContain("'--volume' '/var/lib/vllm-fleet/prometheus/unit:/prometheus'");
         expect(prometheus).toContain("'--storage.tsdb.retention.time=15d'");
-        expect(prometheus).toContain("'prom/prometheus:v3.5.0'");
+        expect(prometheus).toContain("'prom/prometheus:v3.5.0@sha256:63805ebb8d2b3920190daf1cb14a60871b16fd38bed42b857a3182bc621f4996'");
         for (const node of ["spark1", "spark2", "spark3", "spark4"]) {
             const exporter = program(two, `${node}-node-exporter`);
             expect(exporter).toContain("NAME='vllm-fleet-node-exporter-unit'");
@@ -238,7 +250,7 @@ describe("the monitoring in the program (mocks)", async () => {
         const removal = String(unsecret(removing.byName("monitoring-data").inputs.delete));
         expect(removal).toContain("DIR='/srv/prom/unit'");
         expect(removal).toContain("WHAT='Prometheus data'");
-        expect(removal).toContain("IMAGE='prom/prometheus:v3.5.0'");
+        expect(removal).toContain("IMAGE='prom/prometheus:v3.5.0@sha256:63805ebb8d2b3920190daf1cb14a60871b16fd38bed42b857a3182bc621f4996'");
     });
 
     it("replaces a Prometheus found dead on the next up, and nothing else of the monitoring", async () => {
@@ -297,7 +309,7 @@ describe("Grafana with monitoring.grafana (mocks)", async () => {
     it("runs beside Prometheus with the data source and the dashboard provisioned, its password the key, off the command line", () => {
         const grafana = program(withGrafana, "monitoring-grafana");
         expect(grafana).toContain("NAME='vllm-fleet-grafana-unit'");
-        expect(grafana).toContain("'grafana/grafana:11.6.0'");
+        expect(grafana).toContain("'grafana/grafana:11.6.0@sha256:62d2b9d20a19714ebfe48d1bb405086081bc602aa053e28cf6d73c7537640dfb'");
         expect(grafana).toContain("'--env' 'GF_SECURITY_ADMIN_PASSWORD'");
         expect(grafana).toContain("SECRET_ENV=('GF_SECURITY_ADMIN_PASSWORD=generated-vllm-api-key')");
         expect(grafana).not.toContain("'--env' 'GF_SECURITY_ADMIN_PASSWORD=");

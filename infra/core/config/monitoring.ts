@@ -13,13 +13,17 @@ import { CrossKeyIssue, rayTakes } from "./ports";
 import { ServiceInput } from "./services";
 
 /**
- * The official images, by tag (Prometheus's long-term-support line, and the node exporter of its
- * time): `pulumi preview` names the digest a node has, to pin them by (like every image of a stack).
+ * The official images (Prometheus's long-term-support line, the node exporter and Grafana of its
+ * time), pinned by the digest of their multi-platform index (arm64 and amd64), the tag kept for the
+ * reader: a tag can move to another build.
  */
-export const PROMETHEUS_IMAGE = "prom/prometheus:v3.5.0";
-export const NODE_EXPORTER_IMAGE = "prom/node-exporter:v1.9.1";
-export const GRAFANA_IMAGE = "grafana/grafana:11.6.0";
-/** NVIDIA's DCGM exporter (arm64 and amd64), the GPU's exporter (monitoring.gpuExporter). */
+export const PROMETHEUS_IMAGE = "prom/prometheus:v3.5.0@sha256:63805ebb8d2b3920190daf1cb14a60871b16fd38bed42b857a3182bc621f4996";
+export const NODE_EXPORTER_IMAGE = "prom/node-exporter:v1.9.1@sha256:d00a542e409ee618a4edc67da14dd48c5da66726bbd5537ab2af9c1dfc442c8a";
+export const GRAFANA_IMAGE = "grafana/grafana:11.6.0@sha256:62d2b9d20a19714ebfe48d1bb405086081bc602aa053e28cf6d73c7537640dfb";
+/**
+ * NVIDIA's DCGM exporter (arm64 and amd64), the GPU's exporter (monitoring.gpuExporter), by tag:
+ * preview warns and says how to pin it, as for any monitoring image named by a tag alone.
+ */
 export const DCGM_EXPORTER_IMAGE = "nvcr.io/nvidia/k8s/dcgm-exporter:4.4.2-4.7.0-ubuntu22.04";
 /** Where Prometheus keeps its data on its node: `<dataDir>/<stack>`. */
 export const DEFAULT_MONITORING_DATA_DIR = "/var/lib/vllm-fleet/prometheus";
