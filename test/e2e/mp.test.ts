@@ -5,7 +5,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Stack } from "@pulumi/pulumi/automation";
 import { Api, conformanceDifferences, observeRankDeath, observeServing } from "./conformance";
-import { SIM_VLLM, SimCluster, complete, onNode, simDeployment, tearDown } from "./simCluster";
+import { SIM_VLLM, SimCluster, complete, offFabric, onNode, simDeployment, tearDown, trafficOf } from "./simCluster";
 
 /** The serving container running on each node (the watchdog beside them left out). */
 function servingContainers(cluster: SimCluster): string[] {
@@ -49,6 +49,21 @@ describe.each([{ nodes: 3, name: "e2e-mp3" }])("mp executor on $nodes simulated 
 
     it("answers the conformance probes as real vLLM does, but where docs/proving-ground.md says why not", async () => {
         expect(conformanceDifferences(await observeServing(await api(), cluster.nodes[0]), "stand-in")).toEqual([]);
+    });
+
+    // Per completion the stand-in's rank 0 asks every headless node's ranks over the connection they
+    // opened to the master address, and they answer: a JSON line each way, at least 90 bytes with
+    // their headers. Fifty completions are 4.5 kB each way on every node's fabric, beyond what the
+    // keepers' probes move in as long idle; on a management interface, well over its chatter.
+    it("carries the ranks' traffic on the fabric interfaces, none on the headless nodes' management ones", async () => {
+        const { root, key, model } = await api();
+        const traffic = await trafficOf(cluster, async () => {
+            for (let index = 0; index < 50; index++) {
+                await complete(`${root}/v1`, model, key);
+            }
+        });
+        console.log(`50 completions (stand-in, mp): ${JSON.stringify(traffic)}`);
+        expect(offFabric(traffic, 50 * 90)).toEqual([]);
     });
 
     it("dies as real vLLM does when a headless rank's vLLM is killed, and serves again by itself through the ranks' keepers", async () => {

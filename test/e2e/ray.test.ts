@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Stack } from "@pulumi/pulumi/automation";
 import { openStack } from "../automation";
 import { RAY_CONTAINER } from "../../infra/core/names";
-import { SIM_VLLM, SimCluster, TINY_MODEL_DIR as MODEL_DIR, complete, onNode, simDeployment, simStackConfig, tearDown, timer } from "./simCluster";
+import { SIM_VLLM, SimCluster, TINY_MODEL_DIR as MODEL_DIR, complete, offFabric, onNode, simDeployment, simStackConfig, tearDown, timer, trafficOf } from "./simCluster";
 const timings: Record<string, number> = {};
 const timed = timer(timings);
 
@@ -70,6 +70,20 @@ describe("Ray backend on 2 simulated Sparks (the head on the containerd image st
         for (const node of cluster.nodes) {
             expect(status).not.toContain(node.mgmtIp);
         }
+    });
+
+    // Per completion the stand-in's driver calls each rank's Ray actor (real Ray: a task pushed to
+    // the worker's node at the address it registered, and its reply), far more than 90 bytes each
+    // way; Ray's own heartbeats flow idle too and are taken away.
+    it("carries the ranks' traffic on the fabric interfaces, none on the worker node's management one", async () => {
+        const outputs = await stack.outputs();
+        const traffic = await trafficOf(cluster, async () => {
+            for (let index = 0; index < 50; index++) {
+                await complete(outputs.endpoint.value as string, "tiny-moe", outputs.apiKey.value as string);
+            }
+        });
+        console.log(`50 completions (stand-in, Ray): ${JSON.stringify(traffic)}`);
+        expect(offFabric(traffic, 50 * 90)).toEqual([]);
     });
 
     it("reports no changes on a second up and touches no host", async () => {

@@ -135,6 +135,76 @@ export async function complete(endpoint: string, model: string, apiKey = ""): Pr
     return (await response.json()) as CompletionBody;
 }
 
+/** Bytes an interface received and sent. */
+export interface Bytes {
+    readonly rx: number;
+    readonly tx: number;
+}
+
+/** Per node, by index: what its fabric interface and its management interface moved. */
+export interface Traffic {
+    readonly fabric: readonly Bytes[];
+    readonly mgmt: readonly Bytes[];
+}
+
+/** Each node's interface counters now (the containers run in the node's network namespace). */
+function trafficCounters(cluster: SimCluster): Traffic {
+    const read = cluster.nodes.map((node) => {
+        const files = [node.fabricIface, cluster.mgmtIface].flatMap((iface) => [`/sys/class/net/${iface}/statistics/rx_bytes`, `/sys/class/net/${iface}/statistics/tx_bytes`]);
+        const [fabricRx, fabricTx, mgmtRx, mgmtTx] = onNode(node, `cat ${files.join(" ")}`).trim().split("\n").map(Number);
+        return { fabric: { rx: fabricRx, tx: fabricTx }, mgmt: { rx: mgmtRx, tx: mgmtTx } };
+    });
+    return { fabric: read.map((node) => node.fabric), mgmt: read.map((node) => node.mgmt) };
+}
+
+function trafficBetween(before: Traffic, after: Traffic): Traffic {
+    const minus = (now: readonly Bytes[], then: readonly Bytes[]) => now.map((bytes, index) => ({ rx: bytes.rx - then[index].rx, tx: bytes.tx - then[index].tx }));
+    return { fabric: minus(after.fabric, before.fabric), mgmt: minus(after.mgmt, before.mgmt) };
+}
+
+/**
+ * What every node's interfaces moved while `work` ran (`busy`), and over as long again right after it,
+ * with nothing asked of the cluster (`idle`: the rank keepers' probes, Ray's heartbeats, the bridge's
+ * chatter), so that the ranks' own bytes can be told from what flows anyway.
+ */
+export async function trafficOf(cluster: SimCluster, work: () => Promise<void>): Promise<{ busy: Traffic; idle: Traffic }> {
+    const start = trafficCounters(cluster);
+    const startedAt = Date.now();
+    await work();
+    const done = trafficCounters(cluster);
+    await new Promise((resolve) => setTimeout(resolve, Date.now() - startedAt));
+    return { busy: trafficBetween(start, done), idle: trafficBetween(done, trafficCounters(cluster)) };
+}
+
+/** At most this many bytes each way on a headless node's management interface: the bridge's IPv6 and ARP chatter, not vLLM. */
+const MGMT_CHATTER_BYTES = 8192;
+
+/**
+ * Where the ranks' traffic of `trafficOf` was not on the fabric: each node's fabric interface must
+ * have moved at least `minBytes` more each way busy than idle, and no headless node's management
+ * interface more than a little chatter (the first node's carries the clients' requests). Empty when
+ * every rank talked over the fabric.
+ */
+export function offFabric(traffic: { busy: Traffic; idle: Traffic }, minBytes: number): string[] {
+    const problems: string[] = [];
+    traffic.busy.fabric.forEach((busy, index) => {
+        const idle = traffic.idle.fabric[index];
+        for (const way of ["rx", "tx"] as const) {
+            if (busy[way] - idle[way] < minBytes) {
+                problems.push(`spark${index + 1}'s fabric ${way}: ${busy[way]} bytes busy, ${idle[way]} idle; expected at least ${minBytes} more busy`);
+            }
+        }
+    });
+    traffic.busy.mgmt.forEach((busy, index) => {
+        for (const way of ["rx", "tx"] as const) {
+            if (index > 0 && busy[way] >= MGMT_CHATTER_BYTES) {
+                problems.push(`spark${index + 1}'s management ${way}: ${busy[way]} bytes busy; expected under ${MGMT_CHATTER_BYTES}`);
+            }
+        }
+    });
+    return problems;
+}
+
 /** The config.json of the tiny model: an MoE of the Qwen shape, small enough for any node. */
 export const TINY_MODEL_CONFIG = JSON.stringify({
     architectures: ["Qwen3MoeForCausalLM"],
