@@ -53,17 +53,17 @@ describe.each([{ nodes: 3, name: "e2e-mp3" }])("mp executor on $nodes simulated 
 
     // Per completion the stand-in's rank 0 asks every headless node's ranks over the connection they
     // opened to the master address, and they answer: a JSON line each way, at least 90 bytes with
-    // their headers. Fifty completions are 4.5 kB each way on every node's fabric, beyond what the
-    // keepers' probes move in as long idle; on a management interface, well over its chatter.
+    // their headers. A hundred completions are 9 kB on every node's fabric, beyond what the keepers'
+    // probes move in as long idle; on a management interface, over its chatter.
     it("carries the ranks' traffic on the fabric interfaces, none on the headless nodes' management ones", async () => {
         const { root, key, model } = await api();
         const traffic = await trafficOf(cluster, async () => {
-            for (let index = 0; index < 50; index++) {
+            for (let index = 0; index < 100; index++) {
                 await complete(`${root}/v1`, model, key);
             }
         });
-        console.log(`50 completions (stand-in, mp): ${JSON.stringify(traffic)}`);
-        expect(offFabric(traffic, 50 * 90)).toEqual([]);
+        console.log(`100 completions (stand-in, mp): ${JSON.stringify(traffic)}`);
+        expect(offFabric(traffic, 100 * 90)).toEqual([]);
     });
 
     it("dies as real vLLM does when a headless rank's vLLM is killed, and serves again by itself through the ranks' keepers", async () => {

@@ -73,17 +73,17 @@ describe("Ray backend on 2 simulated Sparks (the head on the containerd image st
     });
 
     // Per completion the stand-in's driver calls each rank's Ray actor (real Ray: a task pushed to
-    // the worker's node at the address it registered, and its reply), far more than 90 bytes each
-    // way; Ray's own heartbeats flow idle too and are taken away.
+    // the worker's node at the address it registered, about 700 bytes, and its reply); what Ray
+    // sends on its own flows idle too and is taken away.
     it("carries the ranks' traffic on the fabric interfaces, none on the worker node's management one", async () => {
         const outputs = await stack.outputs();
         const traffic = await trafficOf(cluster, async () => {
-            for (let index = 0; index < 50; index++) {
+            for (let index = 0; index < 100; index++) {
                 await complete(outputs.endpoint.value as string, "tiny-moe", outputs.apiKey.value as string);
             }
         });
-        console.log(`50 completions (stand-in, Ray): ${JSON.stringify(traffic)}`);
-        expect(offFabric(traffic, 50 * 90)).toEqual([]);
+        console.log(`100 completions (stand-in, Ray): ${JSON.stringify(traffic)}`);
+        expect(offFabric(traffic, 100 * 90)).toEqual([]);
     });
 
     it("reports no changes on a second up and touches no host", async () => {
