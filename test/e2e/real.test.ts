@@ -9,6 +9,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Stack } from "@pulumi/pulumi/automation";
 import { openStack } from "../automation";
+import { stackStatus } from "../../tools/status";
 import { Api, conformanceDifferences, observeRankDeath, observeServing } from "./conformance";
 import { REAL_MODEL, SimCluster, offFabric, onNode, putImageModel, realStackExtra, simStackConfig, simUp, tearDown, tempWorkspace, timer, trafficOf } from "./simCluster";
 
@@ -79,6 +80,10 @@ describe("real vLLM (CPU build), mp executor, tensor parallel 2 on 2 simulated S
         expect(body.model).toBe(MODEL);
         expect(body.choices).toHaveLength(1);
         expect(body.usage.completion_tokens).toBeGreaterThan(0);
+        // npm run status reads the same deployment: serving, and the watchdog beside rank 0 running.
+        const status = await stackStatus(stack.workspace, NAME);
+        expect(status.serving, status.text).toBe(true);
+        expect(status.text).toMatch(/watchdog: running|watchdog, last events/);
     }, 45 * 60_000);
 
     // Among them: without the key (or with a wrong one) real vLLM refuses every route the supported
