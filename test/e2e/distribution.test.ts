@@ -25,7 +25,7 @@ import { parseImageName } from "../../infra/core/image";
 import { openStack } from "../automation";
 import { updateTopLayer } from "./imageUpdate";
 import { pushMultiPlatformIndex } from "./multiPlatform";
-import { SimCluster, SimNode, complete, failureOf, onNode, putTinyModel, simPush, simStackConfig, simUp, tearDown, tempWorkspace } from "./simCluster";
+import { SimCluster, SimNode, complete, failureOf, interfaceBytes, onNode, putTinyModel, simPush, simStackConfig, simUp, tearDown, tempWorkspace } from "./simCluster";
 
 const MODEL_DIR = "/home/spark/models/tiny-moe";
 
@@ -128,11 +128,6 @@ function running(cluster: SimCluster): string[] {
     return cluster.nodes.map((node) => onNode(node, "docker ps --quiet --no-trunc | sort").trim());
 }
 
-/** Bytes sent so far on a node's interface. */
-function txBytes(node: SimNode, iface: string): number {
-    return Number(onNode(node, `cat /sys/class/net/${iface}/statistics/tx_bytes`).trim());
-}
-
 /** Docker's image store on a node, as `docker info` reports it. */
 function storeOf(node: SimNode): string {
     return onNode(node, "docker info --format '{{.Driver}} {{range .DriverStatus}}{{index . 0}}={{index . 1}} {{end}}'").trim();
@@ -179,7 +174,7 @@ describe("preflight, and the image copy node to node over the fabric, on 3 simul
 
         await stack.setConfig("vllm-fleet:image", { value: JSON.stringify({ name: cluster.workloadImage, source: "copy" }) });
         const mgmtIface = (cluster as unknown as { mgmtIface: string }).mgmtIface;
-        const before = { mgmt: txBytes(source, mgmtIface), fabric: txBytes(source, source.fabricIface) };
+        const before = { mgmt: interfaceBytes(source, mgmtIface).tx, fabric: interfaceBytes(source, source.fabricIface).tx };
         // While the up runs: both receivers load at the same time; once the third node has taken in
         // 20 MB, its sender on the first node is killed (by pid), mid-stream.
         // One `docker save` on the first node serves both.
@@ -218,7 +213,7 @@ describe("preflight, and the image copy node to node over the fabric, on 3 simul
         // Nothing went through this machine: the first node sent the image (twice, in part) on its
         // fabric interface and next to nothing on the management one that carries every SSH session.
         const imageBytes = Number(onNode(source, `docker image inspect --format '{{.Size}}' ${cluster.workloadImage}`).trim());
-        const sent = { mgmt: txBytes(source, mgmtIface) - before.mgmt, fabric: txBytes(source, source.fabricIface) - before.fabric };
+        const sent = { mgmt: interfaceBytes(source, mgmtIface).tx - before.mgmt, fabric: interfaceBytes(source, source.fabricIface).tx - before.fabric };
         console.log(`image ${(imageBytes / 2 ** 20).toFixed(0)} MiB; the first node sent ${(sent.fabric / 2 ** 20).toFixed(0)} MiB on the fabric, ${(sent.mgmt / 2 ** 20).toFixed(2)} MiB on the management network`);
         expect(sent.fabric).toBeGreaterThan(imageBytes);
         expect(sent.mgmt).toBeLessThan(imageBytes / 50);
@@ -300,10 +295,10 @@ describe("preflight, and the image copy node to node over the fabric, on 3 simul
             config: simStackConfig(cluster, MODEL_DIR, { image: { name: cluster.workloadImage, source: "copy" } }),
         });
         stacks.push(stack);
-        const fabricBefore = txBytes(source, source.fabricIface);
+        const fabricBefore = interfaceBytes(source, source.fabricIface).tx;
         const up = await stack.up();
         expect(up.summary.result).toBe("succeeded");
-        const fabricSent = txBytes(source, source.fabricIface) - fabricBefore;
+        const fabricSent = interfaceBytes(source, source.fabricIface).tx - fabricBefore;
         expect(cluster.nodes.map((_, index) => imageIdentity(cluster, index))).toEqual(cluster.nodes.map(() => imageIdentity(cluster, 0)));
         const exported = await stack.exportStack();
         const copiedTo = (node: SimNode) => {

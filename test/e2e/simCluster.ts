@@ -147,14 +147,15 @@ export interface Traffic {
     readonly mgmt: readonly Bytes[];
 }
 
-/** Each node's interface counters now (the containers run in the node's network namespace). */
+/** What an interface of a node has received and sent so far (the containers run in the node's network namespace). */
+export function interfaceBytes(node: SimNode, iface: string): Bytes {
+    const [rx, tx] = onNode(node, `cat /sys/class/net/${iface}/statistics/rx_bytes /sys/class/net/${iface}/statistics/tx_bytes`).trim().split("\n").map(Number);
+    return { rx, tx };
+}
+
+/** Each node's fabric and management counters now. */
 function trafficCounters(cluster: SimCluster): Traffic {
-    const read = cluster.nodes.map((node) => {
-        const files = [node.fabricIface, cluster.mgmtIface].flatMap((iface) => [`/sys/class/net/${iface}/statistics/rx_bytes`, `/sys/class/net/${iface}/statistics/tx_bytes`]);
-        const [fabricRx, fabricTx, mgmtRx, mgmtTx] = onNode(node, `cat ${files.join(" ")}`).trim().split("\n").map(Number);
-        return { fabric: { rx: fabricRx, tx: fabricTx }, mgmt: { rx: mgmtRx, tx: mgmtTx } };
-    });
-    return { fabric: read.map((node) => node.fabric), mgmt: read.map((node) => node.mgmt) };
+    return { fabric: cluster.nodes.map((node) => interfaceBytes(node, node.fabricIface)), mgmt: cluster.nodes.map((node) => interfaceBytes(node, cluster.mgmtIface)) };
 }
 
 function trafficBetween(before: Traffic, after: Traffic): Traffic {
@@ -180,20 +181,22 @@ export async function trafficOf(cluster: SimCluster, work: () => Promise<void>):
 const MGMT_CHATTER_BYTES = 8192;
 
 /**
- * Where the ranks' traffic of `trafficOf` was not on the fabric: the first node's fabric interface
- * must have sent, and every other node's received, at least `minBytes` more busy than idle (the
- * work handed out to the ranks; their answers come back the same way, but on the Ray lanes they
- * are lost in Ray's own reports, bursts of tens of kB), and no headless node's management interface
- * may have moved more than a little chatter either way (the first node's carries the clients'
- * requests). Empty when every rank talked over the fabric.
+ * Where the ranks' traffic of `trafficOf` was not on the fabric: each node's fabric interface must
+ * have moved more than `minBytes` more busy than idle, and no headless node's management interface
+ * more than a little chatter either way (the first node's carries the clients' requests). With
+ * `ways: "handed out"` the fabric is read only in the direction rank 0 hands the work out (the
+ * first node's sends, every other node's receives): on the Ray lanes the answers coming back are
+ * lost in Ray's own reports, bursts of tens of kB. Empty when every rank talked over the fabric.
  */
-export function offFabric(traffic: { busy: Traffic; idle: Traffic }, minBytes: number): string[] {
+export function offFabric(traffic: { busy: Traffic; idle: Traffic }, minBytes: number, ways: "both" | "handed out" = "both"): string[] {
     const problems: string[] = [];
     traffic.busy.fabric.forEach((busy, index) => {
-        const way = index === 0 ? "tx" : "rx";
-        const idle = traffic.idle.fabric[index][way];
-        if (busy[way] - idle < minBytes) {
-            problems.push(`spark${index + 1}'s fabric ${way}: ${busy[way]} bytes busy, ${idle} idle; expected at least ${minBytes} more busy`);
+        const checked: (keyof Bytes)[] = ways === "both" ? ["rx", "tx"] : [index === 0 ? "tx" : "rx"];
+        for (const way of checked) {
+            const idle = traffic.idle.fabric[index][way];
+            if (busy[way] - idle <= minBytes) {
+                problems.push(`spark${index + 1}'s fabric ${way}: ${busy[way]} bytes busy, ${idle} idle; expected more than ${minBytes} more busy`);
+            }
         }
     });
     traffic.busy.mgmt.forEach((busy, index) => {
