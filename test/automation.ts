@@ -7,8 +7,29 @@
  * machine with a regular Pulumi install, `pulumi up -s <stack>` runs the same program.
  */
 import { ConfigMap, LocalWorkspace, Stack } from "@pulumi/pulumi/automation";
+import * as runtimeSettings from "@pulumi/pulumi/runtime/settings";
 import { fleetProgram } from "../infra/program";
 import { findProjectRoot } from "../infra/core/project";
+
+/**
+ * Gives the gRPC clients of each inline run (to that run's engine and resource monitor) subchannels
+ * of their own. grpc-js shares subchannels process-wide by address, and the SDK drops an inline
+ * run's clients without closing them: a call made after a run's engine exited (by a program still
+ * running after its up failed, say) leaves the subchannel to that engine's port in transient
+ * failure, and a later engine the OS gives the same port inherits it, so the run's first call fails
+ * at once with "14 UNAVAILABLE: No connection established. Last error: null". The CLI starts a
+ * process per run, so `pulumi up` never meets this. The options object is the SDK's own (internal,
+ * read each time a client is made): if an SDK upgrade drops it, this fails loudly.
+ */
+export function ownSubchannelsPerRun(): Record<string, unknown> {
+    const options = (runtimeSettings as { grpcClientOptions?: Record<string, unknown> }).grpcClientOptions;
+    if (typeof options !== "object" || options === null) {
+        throw new Error("@pulumi/pulumi/runtime/settings has no grpcClientOptions: the Automation API's gRPC clients cannot be given their own subchannels");
+    }
+    options["grpc.use_local_subchannel_pool"] = 1;
+    return options;
+}
+ownSubchannelsPerRun();
 
 /** The project root (Pulumi.yaml lives there). */
 export const REPO_ROOT = findProjectRoot(__dirname);
