@@ -14,12 +14,12 @@ import { findProjectRoot } from "../infra/core/project";
 /**
  * Gives the gRPC clients of each inline run (to that run's engine and resource monitor) subchannels
  * of their own. grpc-js shares subchannels process-wide by address, and the SDK drops an inline
- * run's clients without closing them: a call made after a run's engine exited (by a program still
- * running after its up failed, say) leaves the subchannel to that engine's port in transient
- * failure, and a later engine the OS gives the same port inherits it, so the run's first call fails
- * at once with "14 UNAVAILABLE: No connection established. Last error: null". The CLI starts a
- * process per run, so `pulumi up` never meets this. The options object is the SDK's own (internal,
- * read each time a client is made): if an SDK upgrade drops it, this fails loudly.
+ * run's clients without closing them: a call made after a run's engine exited (seen after an up that
+ * failed) leaves the subchannel to that engine's port in transient failure, where the dropped client
+ * keeps reconnecting with backoff, and a later engine the OS gives the same port inherits it, so the
+ * run's first call fails at once with "14 UNAVAILABLE: No connection established. Last error: null".
+ * The CLI starts a process per run, so `pulumi up` never meets this. The options object is the SDK's
+ * own (internal, read each time a client is made): if an SDK upgrade drops it, this fails loudly.
  */
 export function ownSubchannelsPerRun(): Record<string, unknown> {
     const options = (runtimeSettings as { grpcClientOptions?: Record<string, unknown> }).grpcClientOptions;
