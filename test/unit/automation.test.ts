@@ -6,9 +6,9 @@
  * shared pool the new client fails at once, as an e2e up once did.
  */
 import { createRequire } from "module";
-import * as net from "net";
 import { afterEach, describe, expect, it } from "vitest";
 import { ownSubchannelsPerRun } from "../automation";
+import { closedPort } from "./ports";
 
 type Callback = (error: { details: string } | null, reply?: Buffer) => void;
 interface PingClient {
@@ -34,15 +34,6 @@ const Client = grpc.makeGenericClientConstructor(PING, "Test");
 const closers: Array<() => void> = [];
 afterEach(() => closers.splice(0).forEach((close) => close()));
 
-function freePort(): Promise<number> {
-    return new Promise((resolve) => {
-        const server = net.createServer().listen(0, "127.0.0.1", () => {
-            const { port } = server.address() as net.AddressInfo;
-            server.close(() => resolve(port));
-        });
-    });
-}
-
 /** The reply of one ping through a new client with `options`, or the error's details. */
 function ping(port: number, options: object): Promise<string> {
     const client = new Client(`127.0.0.1:${port}`, grpc.credentials.createInsecure(), options);
@@ -52,7 +43,7 @@ function ping(port: number, options: object): Promise<string> {
 
 /** A port a client failed to reach (its subchannel left in transient failure), where a server now answers "pong". */
 async function portRefusedBefore(options: object): Promise<number> {
-    const port = await freePort();
+    const port = await closedPort();
     expect(await ping(port, options)).toMatch(/^error: .*ECONNREFUSED/);
     const server = new grpc.Server();
     server.addService(PING, { ping: (_call: unknown, callback: Callback) => callback(null, Buffer.from("pong")) });

@@ -19,6 +19,7 @@ import { notSampled } from "../../tools/loadtest/serverSampler";
 import { percentile, summarizeLevel } from "../../tools/loadtest/stats";
 import { niceStep, renderLoadtestSvg } from "../../tools/loadtest/svg";
 import { resolveTarget } from "../../tools/loadtest/target";
+import { closedPort } from "./ports";
 
 // ---------------------------------------------------------------------------------------------
 // A scripted OpenAI-compatible server
@@ -394,11 +395,7 @@ describe("runLoadtest against a server with known timing", () => {
         expect(table).toMatch(/concurrency 1: 1 × HTTP 500, 1 × HTTP 429, 2 × stream, 1 × network, 1 × timeout; first: HTTP 500 .*EngineCore/);
 
         // A port nobody listens on: every request a network error, and the run still reports.
-        const probe = http.createServer();
-        await new Promise<void>((resolve) => probe.listen(0, "127.0.0.1", resolve));
-        const closedPort = (probe.address() as AddressInfo).port;
-        await new Promise((resolve) => probe.close(resolve));
-        const refused = await runLoadtest({ endpoint: `http://127.0.0.1:${closedPort}/v1`, model: "m", concurrency: 2, requests: 2 });
+        const refused = await runLoadtest({ endpoint: `http://127.0.0.1:${await closedPort()}/v1`, model: "m", concurrency: 2, requests: 2 });
         expect(refused.levels.map((level) => level.summary.errorsByKind)).toEqual([{ network: 2 }, { network: 2 }]);
         expect(refused.levels[0].requests[0].error!.message).toMatch(/ECONNREFUSED/);
     });

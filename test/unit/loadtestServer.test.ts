@@ -19,6 +19,7 @@ import { ServerSample, ServerSide, notSampled, serverLevels } from "../../tools/
 import { ServerOptions, figuresOfPage, metricsSource, prometheusQueries, serverCandidates } from "../../tools/loadtest/serverSources";
 import { renderLoadtestSvg } from "../../tools/loadtest/svg";
 import { StackTarget, resolveTarget } from "../../tools/loadtest/target";
+import { closedPort } from "./ports";
 
 const closers: (() => Promise<void>)[] = [];
 const tmpDirs: string[] = [];
@@ -42,15 +43,6 @@ async function listen(server: http.Server): Promise<string> {
             }),
     );
     return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-}
-
-/** A port nobody listens on. */
-async function closedPort(): Promise<number> {
-    const probe = http.createServer();
-    await new Promise<void>((resolve) => probe.listen(0, "127.0.0.1", resolve));
-    const port = (probe.address() as AddressInfo).port;
-    await new Promise((resolve) => probe.close(resolve));
-    return port;
 }
 
 // ---------------------------------------------------------------------------------------------
