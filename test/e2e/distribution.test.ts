@@ -173,8 +173,7 @@ describe("preflight, and the image copy node to node over the fabric, on 3 simul
         noContainers(cluster);
 
         await stack.setConfig("vllm-fleet:image", { value: JSON.stringify({ name: cluster.workloadImage, source: "copy" }) });
-        const mgmtIface = (cluster as unknown as { mgmtIface: string }).mgmtIface;
-        const before = { mgmt: interfaceBytes(source, mgmtIface).tx, fabric: interfaceBytes(source, source.fabricIface).tx };
+        const before = { mgmt: interfaceBytes(source, cluster.mgmtIface).tx, fabric: interfaceBytes(source, source.fabricIface).tx };
         // While the up runs: both receivers load at the same time; once the third node has taken in
         // 20 MB, its sender on the first node is killed (by pid), mid-stream.
         // One `docker save` on the first node serves both.
@@ -213,7 +212,7 @@ describe("preflight, and the image copy node to node over the fabric, on 3 simul
         // Nothing went through this machine: the first node sent the image (twice, in part) on its
         // fabric interface and next to nothing on the management one that carries every SSH session.
         const imageBytes = Number(onNode(source, `docker image inspect --format '{{.Size}}' ${cluster.workloadImage}`).trim());
-        const sent = { mgmt: interfaceBytes(source, mgmtIface).tx - before.mgmt, fabric: interfaceBytes(source, source.fabricIface).tx - before.fabric };
+        const sent = { mgmt: interfaceBytes(source, cluster.mgmtIface).tx - before.mgmt, fabric: interfaceBytes(source, source.fabricIface).tx - before.fabric };
         console.log(`image ${(imageBytes / 2 ** 20).toFixed(0)} MiB; the first node sent ${(sent.fabric / 2 ** 20).toFixed(0)} MiB on the fabric, ${(sent.mgmt / 2 ** 20).toFixed(2)} MiB on the management network`);
         expect(sent.fabric).toBeGreaterThan(imageBytes);
         expect(sent.mgmt).toBeLessThan(imageBytes / 50);
